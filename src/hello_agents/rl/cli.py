@@ -1,0 +1,132 @@
+"""`hello-agents-rl`: the same actions as RLTrainingTool, from a YAML/JSON config and --key overrides."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hello_agents.rl.config import CONFIGS, describe_fields
+from hello_agents.rl.errors import ConfigError
+
+ACTIONS = {"train": "train", "evaluate": "evaluate", "load-dataset": "load_dataset", "create-reward": "create_reward"}
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """YAML or JSON (JSON is YAML); syntax errors come back with the line number."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--config: {path} not found")
+    try:
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        raise ConfigError(f"{where}: invalid YAML/JSON ({getattr(error, 'problem', error)}); fix the syntax there") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; re-save it as UTF-8") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of key: value, got {type(loaded).__name__}")
+    return loaded
+
+
+def _action_parser(sub: Any, command: str, action: str) -> None:
+    parser = sub.add_parser(command, help=CONFIGS[action].__doc__, description=CONFIGS[action].__doc__)
+    parser.add_argument("--config", help="YAML or JSON file of parameters; --key value overrides it")
+    for name, default, text in describe_fields(CONFIGS[action]):
+        if name != "action":
+            parser.add_argument(f"--{name}", dest=name, metavar="VALUE", help=f"{text} [default: {default}]")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hello-agents-rl", description="SFT and GRPO for small language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command, action in ACTIONS.items():
+        _action_parser(sub, command, action)
+    tiny = sub.add_parser("tiny-model", help="Write a tiny random Qwen3 model with its own tokenizer.")
+    tiny.add_argument("out_dir")
+    tiny.add_argument("--seed", type=int, default=0)
+    gguf = sub.add_parser("import-gguf", help="Dequantize a GGUF file into a trainable transformers folder.")
+    gguf.add_argument("file")
+    gguf.add_argument("out_dir")
+    demo = sub.add_parser("demo", help="SFT on imperfect demonstrations, then GRPO beyond them (offline, minutes).")
+    demo.add_argument("--output-dir", default="outputs/demo")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
+    return parser
+
+
+def _unknown_options(extra: list[str]) -> dict[str, Any]:
+    """Unknown --key value pairs go on to validation, which names them and suggests the right key."""
+    options: dict[str, Any] = {}
+    for i, token in enumerate(extra):
+        if token.startswith("--"):
+            name, _, inline = token[2:].partition("=")
+            options[name.replace("-", "_")] = inline or (extra[i + 1] if i + 1 < len(extra) else "")
+        elif i == 0 or not extra[i - 1].startswith("--"):
+            raise ConfigError(f"unexpected argument {token!r}; options look like --key value")
+    return options
+
+
+def params_from_args(args: argparse.Namespace, action: str, extra: list[str] | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    params.update(_unknown_options(extra or []))
+    for name in CONFIGS[action].model_fields:
+        value = getattr(args, name, None)
+        if value is not None:  # CLI values are YAML scalars: 2, 1e-5, true, null, [a, b]
+            try:
+                params[name] = yaml.safe_load(value)
+            except yaml.YAMLError:
+                params[name] = value
+    params["action"] = action
+    return params
+
+
+def run(argv: list[str] | None = None) -> int:
+    args, extra = build_parser().parse_known_args(argv)
+    if extra and args.command not in ACTIONS:
+        raise ConfigError(f"unexpected arguments {extra}; see hello-agents-rl {args.command} --help")
+    if args.command == "tiny-model":
+        from hello_agents.rl.models import build_tiny_model
+
+        print(build_tiny_model(args.out_dir, seed=args.seed))
+        return 0
+    if args.command == "import-gguf":
+        from hello_agents.rl.models import import_gguf
+
+        print(import_gguf(Path(args.file), Path(args.out_dir)))
+        return 0
+    if args.command == "demo":
+        from hello_agents.rl.demo import run_demo
+
+        run_demo(args.output_dir, seed=args.seed, quick=args.quick)
+        return 0
+    from hello_agents.tools import RLTrainingTool
+
+    result = RLTrainingTool().run(params_from_args(args, ACTIONS[args.command], extra))
+    print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = run(argv)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
+
+

@@ -1,0 +1,306 @@
+"""Every action's parameters: validated, typed, with one documented default each.
+
+The pydantic models below are the single source of truth: the tool's parameter schema, the
+CLI help and the README table are generated from them (`describe_fields`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hello_agents.rl.errors import ConfigError
+
+Action = Literal["train", "evaluate", "load_dataset", "create_reward", "pipeline", "export"]
+
+
+def looks_like_local_path(name: str) -> bool:
+    """A hub id is `org/name` (one slash, no leading dot); anything else is a path on disk."""
+    return (
+        name.startswith((".", "/", "~"))
+        or "\\" in name
+        or name.count("/") > 1
+        or name.endswith(".gguf")
+        or os.path.exists(name)
+    )
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True)
+
+    action: Action = Field("train", description="What to do: train, evaluate, load_dataset, create_reward, pipeline, export.")
+
+
+class DataConfig(_Base):
+    dataset: Any = Field(
+        "gsm8k",
+        description="`gsm8k`, `arithmetic` (the embedded synthetic task), a .jsonl/.csv file, or a datasets.Dataset.",
+    )
+    dataset_path: str | None = Field(
+        None,
+        description="Folder holding GSM8K's train.jsonl/test.jsonl (offline); else $HELLO_AGENTS_GSM8K, else the hub.",
+    )
+    split: str = Field("train", description="Dataset split to train on (GSM8K: train/test).")
+    question_column: str = Field("question", description="Column holding the question in a custom dataset.")
+    answer_column: str = Field("answer", description="Column holding the answer in a custom dataset.")
+    max_samples: int | None = Field(
+        None, ge=1, description="Use at most this many examples (a seeded shuffle, not the first N); None = all."
+    )
+    system_prompt: str | None = Field(
+        None, description="System message for every prompt; None = the dataset's default, '' = none."
+    )
+    seed: int = Field(42, description="Seed for data shuffling, sampling and initialisation.")
+
+
+class ModelConfig(_Base):
+    model_name: str = Field(
+        "Qwen/Qwen3-0.6B",
+        description="Hub id, local model folder (a full model or a LoRA adapter), or a .gguf file.",
+    )
+    trust_remote_code: bool = Field(
+        False, description="Run the model repository's own Python code. Off unless you trust the source."
+    )
+    enable_thinking: bool = Field(
+        False,
+        description="Qwen3 thinking mode in the chat template. Off: long <think> blocks would be cut by max_new_tokens.",
+    )
+
+    @field_validator("model_name")
+    @classmethod
+    def _local_path_exists(cls, value: str) -> str:
+        if looks_like_local_path(value) and not os.path.exists(os.path.expanduser(value)):
+            raise ValueError(
+                f"local path {value!r} does not exist; train an SFT model there first, or give a hub id like "
+                "'Qwen/Qwen3-0.6B'"
+            )
+        return value
+
+
+class TrainConfig(DataConfig, ModelConfig):
+    """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
+
+    algorithm: Literal["sft", "grpo"] = Field("grpo", description="sft (imitation) or grpo (reinforcement learning).")
+    output_dir: str | None = Field(None, description="Where the model, checkpoints and logs go; None = ./models/<algorithm>_model.")
+    overwrite_output_dir: bool = Field(False, description="Allow training into a folder that holds a finished run.")
+
+    # training
+    num_epochs: float = Field(3, gt=0, description="Passes over the training prompts.")
+    max_steps: int = Field(-1, description="If > 0, stop after this many optimizer steps (overrides num_epochs).")
+    batch_size: int = Field(
+        4, ge=1, description="Prompts (questions) per device per step; each gets num_generations completions."
+    )
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches accumulated per optimizer step.")
+    learning_rate: float | None = Field(
+        None,
+        gt=0,
+        description="Peak learning rate; None = 1e-5 for GRPO (the seed: 1e-6..1e-5), 2e-4 for SFT with LoRA, 2e-5 without.",
+    )
+    warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps spent warming the learning rate up.")
+    lr_scheduler_type: str = Field("linear", description="transformers scheduler name (linear, cosine, constant...).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory (the seed's OOM advice).")
+
+    # GRPO
+    num_generations: int = Field(4, ge=2, description="Completions per prompt: the group (seed: 4-8).")
+    max_new_tokens: int = Field(256, ge=1, description="Longest completion in tokens (seed: 256-512).")
+    temperature: float = Field(0.8, gt=0, description="Sampling temperature while training (seed: 0.7-1.0).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling while training.")
+    kl_coef: float = Field(0.05, ge=0, description="KL penalty beta against the reference model (seed: 0.05-0.1).")
+    clip_range: float = Field(0.2, gt=0, lt=1, description="PPO-style ratio clip epsilon (seed: 0.2).")
+    scale_rewards: Literal["none", "group", "batch"] = Field(
+        "none", description="Advantage = r - group mean (none, as the seed defines it) or divided by the std."
+    )
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        "dapo", description="How token losses are averaged (TRL's loss_type)."
+    )
+    steps_per_generation: int | None = Field(
+        None, ge=1, description="Optimizer steps per generation round; None = gradient_accumulation_steps."
+    )
+    log_completions_steps: int = Field(
+        0, ge=0, description="Every N steps write sampled completions to completions.jsonl (0 = off)."
+    )
+
+    # rewards
+    reward_type: Any = Field(
+        "accuracy", description="accuracy, length_penalty, step, combined, or a Python callable."
+    )
+    reward_config: dict[str, Any] = Field(
+        default_factory=dict, description="Reward parameters, e.g. target_length, step_bonus, components."
+    )
+
+    # LoRA
+    use_lora: bool = Field(True, description="Train a LoRA adapter instead of all weights.")
+    lora_rank: int = Field(16, ge=1, description="LoRA rank r.")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling alpha.")
+    lora_dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the LoRA branch.")
+    lora_target_modules: str | list[str] = Field("all-linear", description="Modules LoRA wraps.")
+    merge_lora: bool = Field(
+        True,
+        description="Save the LoRA adapter merged into its base as a full model in output_dir/model "
+        "(loadable by plain transformers); the adapter itself always goes to output_dir/adapter.",
+    )
+
+    # SFT
+    max_length: int = Field(1024, ge=8, description="SFT: longest tokenized example.")
+
+    # checkpoints and monitoring
+    save_steps: int = Field(500, ge=1, description="Save a checkpoint every N optimizer steps.")
+    save_total_limit: int | None = Field(None, ge=1, description="Keep at most this many checkpoints.")
+    logging_steps: int = Field(10, ge=1, description="Log a line, metrics.jsonl and TensorBoard every N steps.")
+    report_to: list[str] = Field(
+        default_factory=lambda: ["tensorboard"],
+        description="tensorboard, wandb, or none; wandb is added when WANDB_PROJECT is set.",
+    )
+    resume_from_checkpoint: bool | str | None = Field(
+        None, description="true = the latest checkpoint in output_dir, or a checkpoint path."
+    )
+    eval_steps: int | None = Field(None, ge=1, description="Evaluate eval_samples from eval_split every N steps.")
+    eval_split: str = Field("test", description="Split used by eval_steps.")
+    eval_samples: int = Field(64, ge=1, description="Questions in the periodic evaluation.")
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("report_to")
+    @classmethod
+    def _known_reporters(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - {"tensorboard", "wandb", "none"})
+        if unknown:
+            raise ValueError(f"unknown reporter {unknown}; use tensorboard, wandb or none")
+        return value
+
+    @field_validator("output_dir")
+    @classmethod
+    def _writable(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        path = Path(value).expanduser().resolve()
+        existing = next(p for p in [path, *path.parents] if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise ValueError(f"{existing} is not a writable folder; choose an output_dir you can write to")
+        return value
+
+    @model_validator(mode="after")
+    def _resolve(self) -> "TrainConfig":
+        if self.learning_rate is None:
+            default = 1e-5 if self.algorithm == "grpo" else (2e-4 if self.use_lora else 2e-5)
+            object.__setattr__(self, "learning_rate", default)
+        if self.output_dir is None:
+            object.__setattr__(self, "output_dir", f"./models/{self.algorithm}_model")
+        _check_reward(self.reward_type, self.reward_config)
+        return self
+
+    @property
+    def effective_steps_per_generation(self) -> int:
+        return self.steps_per_generation or self.gradient_accumulation_steps
+
+
+class EvaluateConfig(DataConfig):
+    """`action: evaluate` -- accuracy and friends of one model on a dataset split."""
+
+    model_path: str = Field(..., description="Model folder (full model or LoRA adapter), hub id, or .gguf file.")
+    split: str = Field("test", description="Split to evaluate.")
+    max_samples: int | None = Field(200, ge=1, description="Questions to evaluate (seeded subset); None = all.")
+    max_new_tokens: int = Field(256, ge=1, description="Longest answer in tokens.")
+    batch_size: int = Field(32, ge=1, description="Questions generated together.")
+    temperature: float = Field(0.0, ge=0, description="0 = greedy (accuracy); > 0 samples (needed for pass@k).")
+    k: int = Field(1, ge=1, description="Samples per question for pass@k (sampled at temperature, default 1.0).")
+    return_details: bool = Field(False, description="Include per-question details in the result.")
+    details_path: str | None = Field(None, description="Write per-question details to this JSONL file.")
+    trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
+    enable_thinking: bool = Field(False, description="Qwen3 thinking mode in the chat template.")
+
+
+class LoadDatasetConfig(DataConfig):
+    """`action: load_dataset` -- size, columns and a formatted sample."""
+
+
+def _check_reward(reward_type: Any, reward_config: dict[str, Any]) -> None:
+    from hello_agents.rl.rewards import build_reward  # the reward layer validates its own parameters
+
+    build_reward(reward_type, reward_config)
+
+
+class CreateRewardConfig(_Base):
+    """`action: create_reward` -- build a reward and score completions with it."""
+
+    reward_type: Any = Field("accuracy", description="accuracy, length_penalty, step, combined, or a callable.")
+    reward_config: dict[str, Any] = Field(default_factory=dict, description="Reward parameters.")
+    completions: list[str] = Field(default_factory=list, description="Completions to score.")
+    ground_truth: Any = Field(None, description="One value for all completions, or a list with one per completion.")
+    num_generations: int | None = Field(None, ge=1, description="If given, also return group advantages.")
+
+    @model_validator(mode="after")
+    def _reward_is_valid(self) -> "CreateRewardConfig":
+        _check_reward(self.reward_type, self.reward_config)
+        return self
+
+
+CONFIGS: dict[str, type[_Base]] = {
+    "evaluate": EvaluateConfig,
+    "load_dataset": LoadDatasetConfig,
+    "create_reward": CreateRewardConfig,
+    "train": TrainConfig,
+}
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _first_error(error: ValidationError, model: type[BaseModel]) -> str:
+    details = error.errors()[0]
+    message = details["msg"].removeprefix("Value error, ")
+    if not details["loc"]:  # a whole-model check (the reward) already names its key
+        return message
+    key = ".".join(str(part) for part in details["loc"])
+    given = details.get("input")
+    shown = "" if isinstance(given, dict) else f" (got {given!r})"
+    field = model.model_fields.get(str(details["loc"][0]))
+    hint = f". {details['loc'][0]}: {field.description}" if field is not None and field.description else ""
+    return f"`{key}`: {message}{shown}{hint}"
+
+
+def parse(params: dict[str, Any]) -> _Base:
+    """Validate one action's parameters; raise ConfigError naming the key and the fix."""
+    if not isinstance(params, dict):
+        raise ConfigError(f"parameters must be a dict, got {type(params).__name__}")
+    action = params.get("action", "train")
+    if action not in CONFIGS:
+        raise ConfigError(
+            f"`action`: unknown action {action!r}{_did_you_mean(str(action), list(CONFIGS))} "
+            f"Use one of: {', '.join(CONFIGS)}."
+        )
+    model = CONFIGS[action]
+    known = list(model.model_fields)
+    for key in params:
+        if key not in known:
+            raise ConfigError(
+                f"`{key}`: unknown parameter for action {action!r}{_did_you_mean(key, known)} "
+                f"(run `hello-agents-rl {action} --help` for the list)"
+            )
+    for key, value in params.items():  # NaN slips through pydantic's gt/ge checks
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"`{key}`: must be a finite number (got {value})")
+    try:
+        return model(**params)
+    except ValidationError as error:
+        raise ConfigError(_first_error(error, model)) from None
+
+
+def describe_fields(model: type[BaseModel]) -> list[tuple[str, str, str]]:
+    """(name, default, description) rows: for the README table, CLI help and tool schema."""
+    rows = []
+    for name, field in model.model_fields.items():
+        default = field.default_factory() if field.default_factory else field.default
+        rows.append((name, "required" if field.is_required() else repr(default), field.description or ""))
+    return rows
+

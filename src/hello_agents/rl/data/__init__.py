@@ -1,0 +1,37 @@
+"""The data layer: every source becomes rows of prompt (chat messages), completion, ground_truth, question."""
+
+from __future__ import annotations
+
+from datasets import Dataset
+
+from hello_agents.rl.config import DataConfig
+from hello_agents.rl.data import arithmetic, custom, gsm8k
+from hello_agents.rl.errors import ConfigError
+from hello_agents.rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
+
+__all__ = ["load", "build_messages", "format_solution", "render_prompt"]
+
+
+def _system_prompt(cfg: DataConfig, default: str | None) -> str | None:
+    return default if cfg.system_prompt is None else (cfg.system_prompt or None)
+
+
+def load(cfg: DataConfig, split: str | None = None) -> Dataset:
+    """The rows of one split, subsampled to max_samples by a seeded shuffle."""
+    split = split or cfg.split
+    source = cfg.dataset
+    if isinstance(source, Dataset):
+        data = custom.from_dataset(source, cfg.question_column, cfg.answer_column, _system_prompt(cfg, None))
+    elif source == "arithmetic":
+        return arithmetic.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
+    elif source == "gsm8k":
+        data = gsm8k.load(split, cfg.dataset_path, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))
+    elif isinstance(source, str):
+        data = custom.load_file(source, cfg.question_column, cfg.answer_column, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))
+    else:
+        raise ConfigError(
+            f"`dataset`: unsupported {type(source).__name__}; use 'gsm8k', 'arithmetic', a .jsonl/.csv path or a datasets.Dataset"
+        )
+    if cfg.max_samples is not None and cfg.max_samples < len(data):
+        data = data.shuffle(seed=cfg.seed).select(range(cfg.max_samples))
+    return data

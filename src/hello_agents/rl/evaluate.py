@@ -1,0 +1,141 @@
+"""Batched evaluation: greedy accuracy, pass@k, format, length, numeric error, truncation, speed."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hello_agents.rl import data as data_layer
+from hello_agents.rl.config import EvaluateConfig
+from hello_agents.rl.data import render_prompt
+from hello_agents.rl.models import load_model, load_tokenizer
+from hello_agents.rl.rewards import extract_answer, parse_ground_truth
+
+
+@dataclass
+class Sample:
+    text: str
+    num_tokens: int
+    truncated: bool
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[str],
+    max_new_tokens: int,
+    batch_size: int = 32,
+    temperature: float = 0.0,
+    num_samples: int = 1,
+    seed: int = 0,
+) -> list[list[Sample]]:
+    """num_samples completions per prompt, generated batch_size prompts at a time (left padding)."""
+    model.eval()
+    tokenizer.padding_side = "left"
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0} if temperature > 0 else {"do_sample": False}
+    torch.manual_seed(seed)
+    results: list[list[Sample]] = []
+    device = next(model.parameters()).device
+    for start in range(0, len(prompts), batch_size):
+        batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        output = model.generate(
+            **batch,
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=num_samples,
+            pad_token_id=tokenizer.pad_token_id,
+            top_k=None,
+            **sampling,
+        )
+        for row in output[:, batch["input_ids"].shape[1] :].tolist():
+            ended = next((i for i, token in enumerate(row) if token in eos_ids), None)
+            tokens = row if ended is None else row[:ended]
+            text = tokenizer.decode(tokens, skip_special_tokens=True)
+            sample = Sample(text, len(tokens), ended is None and len(row) >= max_new_tokens)
+            if len(results) == 0 or len(results[-1]) == num_samples:
+                results.append([])
+            results[-1].append(sample)
+    return results
+
+
+def evaluate_model(
+    model: Any,
+    tokenizer: Any,
+    rows: Any,
+    max_new_tokens: int = 256,
+    batch_size: int = 32,
+    k: int = 1,
+    temperature: float = 0.0,
+    seed: int = 0,
+    enable_thinking: bool = False,
+) -> dict[str, Any]:
+    """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question."""
+    prompts = [render_prompt(tokenizer, row["prompt"], enable_thinking) for row in rows]
+    truths = [parse_ground_truth(row["ground_truth"]) for row in rows]
+    started = time.perf_counter()
+    greedy = generate(model, tokenizer, prompts, max_new_tokens, batch_size, temperature, 1, seed)
+    sampled = (
+        generate(model, tokenizer, prompts, max_new_tokens, batch_size, temperature or 1.0, k, seed + 1) if k > 1 else greedy
+    )
+    elapsed = time.perf_counter() - started
+    details = []
+    for row, truth, (answer,), samples in zip(rows, truths, greedy, sampled):
+        predicted = extract_answer(answer.text)
+        details.append(
+            {
+                "question": row.get("question", ""),
+                "ground_truth": row["ground_truth"],
+                "completion": answer.text,
+                "predicted": None if predicted is None else str(predicted),
+                "correct": predicted is not None and predicted == truth,
+                "pass_at_k": any(extract_answer(s.text) == truth for s in samples),
+                "num_tokens": answer.num_tokens,
+                "truncated": answer.truncated,
+                "abs_error": None if predicted is None or truth is None else float(abs(predicted - truth)),
+                **({"carry": row["carry"]} if "carry" in row else {}),
+            }
+        )
+    return summarise(details, k, elapsed)
+
+
+def summarise(details: list[dict[str, Any]], k: int, elapsed: float) -> dict[str, Any]:
+    n = max(len(details), 1)
+    wrong = [d["abs_error"] for d in details if not d["correct"] and d["abs_error"] is not None]
+    return {
+        "num_questions": len(details),
+        "accuracy": sum(d["correct"] for d in details) / n,
+        f"pass_at_{k}": sum(d["pass_at_k"] for d in details) / n,
+        "format_rate": sum(d["predicted"] is not None for d in details) / n,
+        "mean_tokens": sum(d["num_tokens"] for d in details) / n,
+        "mean_abs_error_wrong": sum(wrong) / len(wrong) if wrong else 0.0,
+        "truncation_rate": sum(d["truncated"] for d in details) / n,
+        "seconds_per_question": elapsed / n,
+        "details": details,
+    }
+
+
+def run(cfg: EvaluateConfig) -> dict[str, Any]:
+    rows = data_layer.load(cfg)
+    tokenizer = load_tokenizer(cfg.model_path, cfg.trust_remote_code)
+    model = load_model(cfg.model_path, cfg.trust_remote_code)
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    result = evaluate_model(
+        model, tokenizer, rows, cfg.max_new_tokens, cfg.batch_size, cfg.k, cfg.temperature, cfg.seed, cfg.enable_thinking
+    )
+    details = result.pop("details")
+    if cfg.details_path:
+        path = Path(cfg.details_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details), encoding="utf-8")
+    if cfg.return_details:
+        result["details"] = details
+    return {"status": "completed", "model_path": cfg.model_path, "split": cfg.split, **result}

@@ -1,0 +1,188 @@
+"""Loading models (hub id, local folder, LoRA adapter folder, GGUF file), LoRA, and the tiny model factory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hello_agents.rl.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+GGUF_CACHE = Path(os.environ.get("HELLO_AGENTS_CACHE", "~/.cache/hello_agents_rl")).expanduser() / "gguf"
+
+
+def pick_device_dtype() -> tuple[str, torch.dtype]:
+    """fp32 on CPU (bf16 matmuls are slow there); bf16 on GPUs that support it."""
+    if torch.cuda.is_available():
+        return "cuda", torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return "cpu", torch.float32
+
+
+def is_adapter_dir(path: str | Path) -> bool:
+    folder = Path(path)
+    return (folder / "adapter_config.json").is_file() and not (folder / "config.json").is_file()
+
+
+def resolve_model_source(name: str) -> str:
+    """What transformers can load: a run's output_dir means its final model; GGUF becomes a cached folder."""
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        return str(import_gguf(path))
+    for final in ("model", "adapter"):  # our training runs save their final model in these subfolders
+        if path.is_dir() and not (path / "config.json").is_file() and (path / final).is_dir():
+            return str(path / final)
+    return str(path) if path.exists() else name
+
+
+def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
+    from transformers import AutoTokenizer
+
+    name = resolve_model_source(name)
+    source = _base_of_adapter(name) if is_adapter_dir(name) and not _has_tokenizer(name) else name
+    tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if not tokenizer.chat_template:
+        log.warning("%s has no chat template; using the ChatML template (<|im_start|>role ... <|im_end|>)", name)
+        tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def load_model(name: str, trust_remote_code: bool = False, dtype: torch.dtype | None = None) -> Any:
+    """A plain transformers model; a LoRA adapter folder is loaded onto its base and merged."""
+    from transformers import AutoModelForCausalLM
+
+    dtype = dtype or pick_device_dtype()[1]
+    name = resolve_model_source(name)
+    if trust_remote_code:
+        log.warning("trust_remote_code is on: %s may run its own Python code", name)
+    if is_adapter_dir(name):
+        from peft import PeftModel
+
+        base = _from_pretrained(AutoModelForCausalLM, _base_of_adapter(name), dtype=dtype, trust_remote_code=trust_remote_code)
+        return PeftModel.from_pretrained(base, name).merge_and_unload()
+    return _from_pretrained(AutoModelForCausalLM, name, dtype=dtype, trust_remote_code=trust_remote_code)
+
+
+def _has_tokenizer(folder: str) -> bool:
+    return any((Path(folder) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+
+
+def _base_of_adapter(folder: str) -> str:
+    base = json.loads((Path(folder) / "adapter_config.json").read_text())["base_model_name_or_path"]
+    return resolve_model_source(base)
+
+
+def _from_pretrained(cls: Any, name: str, **kwargs: Any) -> Any:
+    """from_pretrained that fails fast with the fix instead of a hang or a bare traceback."""
+    source = resolve_model_source(name)
+    local = Path(source).exists()
+    try:
+        return cls.from_pretrained(source, local_files_only=local or _offline(), **kwargs)
+    except (OSError, ValueError) as error:
+        where = f"the folder {source}" if local else f"the hub id {name!r}"
+        raise ConfigError(
+            f"`model_name`: could not load {cls.__name__.removeprefix('Auto')} from {where}: {str(error).splitlines()[0]} "
+            "Check the spelling, or download the model once and point model_name at its local folder "
+            "(it needs config.json, weights and tokenizer files)."
+        ) from None
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+
+
+def lora_config(rank: int, alpha: int, dropout: float, target_modules: str | list[str]) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, task_type="CAUSAL_LM"
+    )
+
+
+def import_gguf(path: Path, out_dir: Path | None = None) -> Path:
+    """Dequantize a GGUF file once into a trainable transformers folder (TRL refuses quantized GGUF models)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not path.is_file():
+        raise ConfigError(f"`model_name`: GGUF file {path} not found")
+    digest = hashlib.sha256(f"{path.resolve()}:{path.stat().st_size}:{path.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    out = out_dir or GGUF_CACHE / f"{path.stem}-{digest}"
+    if (out / "config.json").is_file():
+        return out
+    log.warning("importing %s into a trainable model folder %s (once; cached)", path, out)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    tmp = out.with_name(out.name + ".tmp")
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    tmp.rename(out)  # atomic: a crash never leaves a half-written cache entry
+    return out
+
+
+def build_tiny_model(out_dir: str | Path, seed: int = 0, hidden_size: int = 128, num_layers: int = 4) -> Path:
+    """A ~1M-parameter random Qwen3 with its own tokenizer (digits one token each) and chat template."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    out = Path(out_dir)
+    tokenizer = _tiny_tokenizer()
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 4,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden_size // 4,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _tiny_tokenizer() -> Any:
+    """Byte-level BPE trained on a few template sentences: small vocab, any text encodes, digits split."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    core.decoder = decoders.ByteLevel()
+    corpus = [
+        "user\nWhat is 48 + 24?", "assistant\n48 + 24 = 72. Final Answer: 72", "system\nSolve the math problem "
+        "step by step. End with 'Final Answer: <number>'.", "The answer is #### \\boxed{} how many more total",
+    ] * 20
+    trainer = trainers.BpeTrainer(
+        vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    core.train_from_iterator(corpus, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        chat_template=CHAT_TEMPLATE,
+    )

@@ -1,0 +1,98 @@
+"""The seed's troubleshooting advice (section 11.4.3) as live rules over the logged metrics.
+
+Each rule fires once per episode (when its condition starts holding for `patience` logs) with the
+seed's remedy and the current values, and re-arms once the condition clears.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Thresholds:
+    kl_high: float = 0.5  # the seed: above 0.5 the policy drifts
+    kl_low: float = 0.001  # the seed: below 0.001 the policy barely moves
+    patience: int = 3  # consecutive logs a condition must hold
+    warmup_logs: int = 2  # KL is 0 at the start by construction; judge "too low" only after this
+    flat_window: int = 8
+    flat_tolerance: float = 0.01
+    collapse_drop: float = 0.2
+    truncation_rate: float = 0.5
+    format_drop: float = 0.2
+
+
+@dataclass
+class Doctor:
+    learning_rate: float
+    kl_coef: float
+    max_new_tokens: int
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    findings: list[str] = field(default_factory=list)
+    _streaks: dict[str, int] = field(default_factory=dict)
+    _active: set[str] = field(default_factory=set)
+    _rewards: deque = field(default_factory=lambda: deque(maxlen=64))
+    _best_reward: float = -math.inf
+    _best_format: float = -math.inf
+    _logs: int = 0
+
+    def observe(self, step: int, logs: dict[str, float]) -> list[str]:
+        """New findings for one log entry (also appended to `findings`)."""
+        self._logs += 1
+        t = self.thresholds
+        kl, reward, loss = logs.get("kl"), logs.get("reward"), logs.get("loss")
+        fmt = logs.get("format")
+        if reward is not None:
+            self._rewards.append(reward)
+            self._best_reward = max(self._best_reward, reward)
+        lr = f"learning_rate (now {self.learning_rate:g})"
+        beta = f"kl_coef (now {self.kl_coef:g})"
+        checks: list[tuple[str, bool, int, Callable[[], str]]] = [
+            ("nonfinite", loss is not None and not math.isfinite(loss), 1,
+             lambda: f"loss is {loss} at step {step}: lower {lr}, keep max_grad_norm on, check the reward for NaN"),
+            ("kl_high", kl is not None and kl > t.kl_high, t.patience,
+             lambda: f"KL {kl:.3g} > {t.kl_high} for {t.patience} logs: the policy is drifting from the reference; "
+                     f"lower {lr} or raise {beta}"),
+            ("kl_low", kl is not None and self._logs > t.warmup_logs and kl < t.kl_low, t.patience,
+             lambda: f"KL {kl:.2g} < {t.kl_low} for {t.patience} logs: the policy is hardly changing; "
+                     f"raise {lr} or lower {beta}"),
+            ("zero_variance", logs.get("frac_reward_zero_std", 0.0) >= 1.0, t.patience,
+             lambda: f"every group had identical rewards for {t.patience} logs (reward {reward}): no learning "
+                     "signal; the task is too hard or too easy for the model, or the reward is broken "
+                     "(check it with action create_reward), or raise temperature/num_generations"),
+            ("reward_flat", self._flat(), 1,
+             lambda: f"reward flat at {reward:.3g} over {t.flat_window} logs: raise {lr}, lower {beta}, "
+                     "check the reward function, or improve the SFT model"),
+            ("reward_collapse", reward is not None and self._best_reward - reward > t.collapse_drop, t.patience,
+             lambda: f"reward fell from {self._best_reward:.3g} to {reward:.3g}: collapse or overfitting; "
+                     f"lower {lr}, raise {beta}, or train fewer epochs"),
+            ("truncated", logs.get("completions/clipped_ratio", 0.0) > t.truncation_rate, t.patience,
+             lambda: f"{logs['completions/clipped_ratio']:.0%} of completions hit max_new_tokens "
+                     f"({self.max_new_tokens}): raise max_new_tokens or reward shorter answers (length_penalty)"),
+            ("format_drop", fmt is not None and self._format_dropping(fmt, reward), t.patience,
+             lambda: f"answer format rate fell to {fmt:.0%} while reward rises: use a combined reward "
+                     f"with format terms, raise {beta}, or train fewer epochs"),
+        ]
+        new = []
+        for name, holds, patience, message in checks:
+            self._streaks[name] = self._streaks.get(name, 0) + 1 if holds else 0
+            if not holds:
+                self._active.discard(name)
+            elif self._streaks[name] >= patience and name not in self._active:
+                self._active.add(name)
+                new.append(f"[step {step}] {message()}")
+        if fmt is not None:
+            self._best_format = max(self._best_format, fmt)
+        self.findings.extend(new)
+        return new
+
+    def _flat(self) -> bool:
+        window = list(self._rewards)[-self.thresholds.flat_window:]
+        return len(window) == self.thresholds.flat_window and max(window) - min(window) < self.thresholds.flat_tolerance
+
+    def _format_dropping(self, fmt: float, reward: float | None) -> bool:
+        rising = reward is not None and len(self._rewards) > 1 and reward >= self._rewards[0]
+        return rising and self._best_format - fmt > self.thresholds.format_drop

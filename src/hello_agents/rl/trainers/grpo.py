@@ -1,0 +1,37 @@
+"""Config -> trl.GRPOTrainer. The group, the KL penalty, the clip and the rewards are TRL's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from datasets import Dataset
+
+from hello_agents.rl.config import TrainConfig
+from hello_agents.rl.rewards import Reward, to_trl_reward
+from hello_agents.rl.trainers.args import lora_for, trl_args
+
+
+def build_grpo_trainer(
+    cfg: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    train_data: Dataset,
+    eval_data: Dataset | None,
+    reward: Reward,
+    callbacks: list[Any],
+    device: str,
+    bf16: bool,
+) -> Any:
+    from trl import GRPOConfig, GRPOTrainer
+
+    keep = ["prompt", "ground_truth"]  # the reward reads ground_truth; nothing else is needed
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[to_trl_reward(reward)],
+        args=GRPOConfig(**trl_args(cfg, device, bf16)),
+        train_dataset=train_data.select_columns(keep),
+        eval_dataset=eval_data.select_columns(keep) if eval_data is not None else None,
+        processing_class=tokenizer,
+        peft_config=lora_for(cfg),
+        callbacks=callbacks,
+    )
