@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -183,8 +184,11 @@ class TrainConfig(DataConfig, ModelConfig):
             return value
         path = Path(value).expanduser().resolve()
         existing = next(p for p in [path, *path.parents] if p.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK):
-            raise ValueError(f"{existing} is not a writable folder; choose an output_dir you can write to")
+        try:  # a real probe: os.access says yes to root even on read-only mounts like /proc
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError:
+            raise ValueError(f"{existing} is not a writable folder; choose an output_dir you can write to") from None
         return value
 
     @model_validator(mode="after")

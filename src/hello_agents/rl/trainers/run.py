@@ -39,14 +39,21 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         from hello_agents.rl.trainers.sft import build_sft_trainer
 
         trainer = build_sft_trainer(cfg, model, tokenizer, train_data, eval_data, [monitor], device, bf16)
+    trainable, total = _parameter_counts(trainer.model)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ConsoleProgress())
     output = trainer.train(resume_from_checkpoint=resume)
     model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora) if trainer.is_world_process_zero() else ""
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
+    result.update(trainable_parameters=trainable, total_parameters=total)
     if trainer.is_world_process_zero():
         atomic_write_json(Path(cfg.output_dir) / RESULTS, result)
     return result
+
+
+def _parameter_counts(model: Any) -> tuple[int, int]:
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
 def _eval_data(cfg: TrainConfig) -> Any:

@@ -1,0 +1,187 @@
+"""`hello-agents-rl demo`: SFT imitates an imperfect demonstrator; GRPO then does better than it.
+
+The seed's thesis (section 11.4) in a few minutes on a laptop CPU, offline:
+  1. a ~1M-parameter Qwen3 learns "What is A + B?" by SFT from a demonstrator that forgets the
+     carry 70% of the time (so on carry questions its most likely answer is the wrong one);
+  2. GRPO, rewarded only for the right final answer, starts from that SFT model and, by trial and
+     error, keeps the rare right carry answers it samples;
+  3. both are scored greedily on 250 held-out questions, split by carry (where the demonstrator
+     errs) and no carry (where it does not, so RL must not break it).
+Everything goes through RLTrainingTool, exactly as a reader of the book would call it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hello_agents.rl.data.arithmetic import make_dataset
+from hello_agents.rl.models import build_tiny_model
+from hello_agents.rl.outputs import RESULTS, atomic_write_json
+from hello_agents.tools import RLTrainingTool
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every knob of the demo in one place; the values were measured (benchmarks/demo_seeds.py)."""
+
+    carry_error: float = 0.7  # the demonstrator's slip rate on carry questions: right ~65% of the time overall
+    sft_steps: int = 600
+    sft_batch_size: int = 32
+    sft_learning_rate: float = 2e-3  # a 1M-parameter model from scratch needs a large rate
+    grpo_steps: int = 100
+    grpo_batch_size: int = 8  # prompts per step; x num_generations completions
+    num_generations: int = 8
+    grpo_learning_rate: float = 1e-4
+    kl_coef: float = 0.04
+    temperature: float = 1.0  # explore: the right carry answer is a minority of the SFT model's samples
+    scale_rewards: str = "none"
+    lr_scheduler_type: str = "linear"
+    warmup_ratio: float = 0.0
+    max_new_tokens: int = 24  # answers are ~19 tokens
+    logging_steps: int = 10
+    pass_at_k: int = 8  # SFT pass@k at temperature 1: is the right answer within reach of sampling?
+
+
+FULL = Recipe()
+QUICK = Recipe(sft_steps=300, grpo_steps=40, logging_steps=5, pass_at_k=0)
+
+
+def run_demo(output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None) -> dict[str, Any]:
+    """Build, SFT, GRPO, evaluate, report; returns what results.json holds."""
+    recipe = recipe or (QUICK if quick else FULL)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    tool = RLTrainingTool()
+    common = {
+        "action": "train",
+        "use_lora": False,  # full fine-tuning: the model is tiny and starts from random weights
+        "seed": seed,
+        "save_steps": 10_000,  # only the final model; checkpoints would cost time and disk for nothing
+        "logging_steps": recipe.logging_steps,
+        "overwrite_output_dir": True,  # the demo owns these folders: rerunning it starts over
+    }
+
+    print(f"== 1/4 tiny model -> {out / 'tiny'}", flush=True)
+    tiny = build_tiny_model(out / "tiny", seed=seed)
+
+    print(f"== 2/4 SFT on demonstrations that forget the carry {recipe.carry_error:.0%} of the time", flush=True)
+    demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, carry_error=recipe.carry_error)
+    sft = tool.run(
+        common
+        | {
+            "algorithm": "sft",
+            "model_name": str(tiny),
+            "dataset": demos,
+            "output_dir": str(out / "sft"),
+            "max_steps": recipe.sft_steps,
+            "batch_size": recipe.sft_batch_size,
+            "learning_rate": recipe.sft_learning_rate,
+            "warmup_ratio": 0.05,
+        }
+    )
+
+    print("== 3/4 GRPO from the SFT model, rewarded for the right final answer", flush=True)
+    prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # answers unused
+    grpo = tool.run(
+        common
+        | {
+            "algorithm": "grpo",
+            "model_name": sft["model_path"],
+            "dataset": prompts,
+            "output_dir": str(out / "grpo"),
+            "max_steps": recipe.grpo_steps,
+            "batch_size": recipe.grpo_batch_size,
+            "num_generations": recipe.num_generations,
+            "learning_rate": recipe.grpo_learning_rate,
+            "kl_coef": recipe.kl_coef,
+            "temperature": recipe.temperature,
+            "scale_rewards": recipe.scale_rewards,
+            "lr_scheduler_type": recipe.lr_scheduler_type,
+            "warmup_ratio": recipe.warmup_ratio,
+            "max_new_tokens": recipe.max_new_tokens,
+            "reward_type": "accuracy",
+        }
+    )
+
+    print("== 4/4 held-out evaluation (250 questions, greedy)", flush=True)
+    sft_eval = evaluate(tool, sft["model_path"], recipe, seed, k=recipe.pass_at_k)
+    grpo_eval = evaluate(tool, grpo["model_path"], recipe, seed)
+    results = {
+        "seed": seed,
+        "quick": quick,
+        "demonstrator": demonstrator_accuracy(seed, recipe.carry_error),
+        "sft": summary(sft, sft_eval),
+        "grpo": summary(grpo, grpo_eval),
+        "recipe": asdict(recipe),
+        "wall_time_s": round(time.time() - started, 1),
+    }
+    atomic_write_json(out / RESULTS, results)
+
+    from hello_agents.rl.report import write_report
+
+    write_report(out, results, sft_eval["details"], grpo_eval["details"])
+    print(format_table(results), flush=True)
+    print(f"results, plots and report.md in {out}", flush=True)
+    return results
+
+
+def evaluate(tool: RLTrainingTool, model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str, Any]:
+    """Greedy accuracy on the fixed held-out split, by carry subset; optionally pass@k at temperature 1."""
+    params = {
+        "action": "evaluate",
+        "model_path": model_path,
+        "dataset": "arithmetic",
+        "split": "test",
+        "max_samples": None,  # all 250
+        "max_new_tokens": recipe.max_new_tokens,
+        "batch_size": 125,
+        "seed": seed,
+        "return_details": True,
+    }
+    if k > 1:
+        params |= {"k": k, "temperature": 1.0}  # greedy accuracy is still computed (evaluate_model)
+    result = tool.run(params)
+    details = result["details"]
+    for name, subset in (("carry", [d for d in details if d["carry"]]), ("no_carry", [d for d in details if not d["carry"]])):
+        result[f"accuracy_{name}"] = sum(d["correct"] for d in subset) / max(len(subset), 1)
+        if k > 1:
+            result[f"pass_at_{k}_{name}"] = sum(d["pass_at_k"] for d in subset) / max(len(subset), 1)
+    return result
+
+
+def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
+    keep = [key for key in evaluation if key.startswith(("accuracy", "pass_at_")) and key != "pass_at_1"]
+    return {
+        **{key: evaluation[key] for key in keep},
+        "format_rate": evaluation["format_rate"],
+        "model_path": train["model_path"],
+        "train_runtime_s": train["train_runtime_s"],
+        "num_steps": train["num_steps"],
+        **({"average_reward": train["average_reward"], "final_kl": train["final_kl"]} if "average_reward" in train else {}),
+    }
+
+
+def demonstrator_accuracy(seed: int, carry_error: float) -> dict[str, float]:
+    """How often the demonstrator itself is right on the held-out questions (its expected level)."""
+    rows = make_dataset("test", None, seed, carry_error=carry_error)
+    right = [row["completion"][0]["content"].endswith(f": {row['ground_truth']}") for row in rows]
+    carry = [r for r, row in zip(right, rows) if row["carry"]]
+    plain = [r for r, row in zip(right, rows) if not row["carry"]]
+    return {"accuracy": sum(right) / len(right), "accuracy_carry": sum(carry) / len(carry), "accuracy_no_carry": sum(plain) / len(plain)}
+
+
+def format_table(results: dict[str, Any]) -> str:
+    rows = [("demonstrations", results["demonstrator"]), ("SFT (imitation)", results["sft"]), ("GRPO (RL)", results["grpo"])]
+    lines = [
+        f"{'held-out accuracy (greedy)':<28}{'all':>8}{'carry':>8}{'no carry':>10}",
+        *(
+            f"{name:<28}{r['accuracy']:>8.1%}{r['accuracy_carry']:>8.1%}{r['accuracy_no_carry']:>10.1%}"
+            for name, r in rows
+        ),
+    ]
+    gain = results["grpo"]["accuracy"] - results["sft"]["accuracy"]
+    lines.append(f"GRPO - SFT: {gain * 100:+.1f} points; wall time {results['wall_time_s']:.0f} s")
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""Validation: every bad input names its key before anything loads; the seed's examples pass unchanged."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hello_agents.rl import ConfigError
+from hello_agents.rl.config import TrainConfig, parse
+from hello_agents.rl.trainers.args import trl_args
+from hello_agents.tools import RLTrainingTool
+
+SEED_FIRST = {
+    "action": "train", "algorithm": "grpo", "model_name": "Qwen/Qwen3-0.6B", "output_dir": "./models/grpo_model",
+    "max_samples": 100, "num_epochs": 3, "batch_size": 4, "learning_rate": 1e-5, "num_generations": 4,
+    "kl_coef": 0.05, "use_lora": True, "lora_rank": 16, "lora_alpha": 32, "reward_type": "accuracy",
+}
+SEED_FULL = {
+    "action": "train", "algorithm": "grpo", "model_name": "Qwen/Qwen3-0.6B", "output_dir": "./models/grpo_full",
+    "max_samples": None, "num_epochs": 3, "batch_size": 4, "learning_rate": 1e-5, "warmup_ratio": 0.1,
+    "num_generations": 4, "max_new_tokens": 512, "temperature": 0.8, "kl_coef": 0.05, "clip_range": 0.2,
+    "use_lora": True, "lora_rank": 16, "lora_alpha": 32, "reward_type": "combined",
+    "reward_config": {"components": [
+        {"type": "accuracy", "weight": 1.0},
+        {"type": "length_penalty", "weight": 0.5, "target_length": 200},
+        {"type": "step", "weight": 0.3, "step_bonus": 0.1},
+    ]},
+    "save_steps": 500, "logging_steps": 100,
+}
+SEED_MONITORED = {
+    "action": "train", "algorithm": "grpo", "model_name": "Qwen/Qwen3-0.6B", "output_dir": "./models/grpo_tb",
+    "num_epochs": 2, "batch_size": 2, "use_lora": True,
+}
+
+
+@pytest.mark.parametrize("example", [SEED_FIRST, SEED_FULL, SEED_MONITORED])
+def test_seed_examples_validate_unchanged(example: dict) -> None:
+    cfg = parse(dict(example))
+    for key, value in example.items():
+        if key not in ("reward_config",):
+            assert getattr(cfg, key) == value
+
+
+BAD = [
+    ({"kl_coeff": 0.1}, "kl_coeff", "did you mean `kl_coef`"),
+    ({"lerning_rate": 1e-5}, "lerning_rate", "learning_rate"),
+    ({"batch_size": "four"}, "batch_size", "integer"),
+    ({"batch_size": 2.5}, "batch_size", ""),
+    ({"use_lora": "maybe"}, "use_lora", ""),
+    ({"num_generations": 1}, "num_generations", "greater than or equal to 2"),
+    ({"temperature": 0}, "temperature", "greater than 0"),
+    ({"temperature": -0.5}, "temperature", ""),
+    ({"learning_rate": 0}, "learning_rate", ""),
+    ({"learning_rate": -1e-5}, "learning_rate", ""),
+    ({"learning_rate": float("nan")}, "learning_rate", "finite"),
+    ({"kl_coef": -0.1}, "kl_coef", ""),
+    ({"clip_range": 0}, "clip_range", ""),
+    ({"clip_range": 1.5}, "clip_range", ""),
+    ({"lora_rank": 0}, "lora_rank", ""),
+    ({"warmup_ratio": 1.0}, "warmup_ratio", ""),
+    ({"warmup_ratio": -0.1}, "warmup_ratio", ""),
+    ({"max_samples": 0}, "max_samples", ""),
+    ({"max_new_tokens": 0}, "max_new_tokens", ""),
+    ({"reward_type": "combined"}, "components", ""),
+    ({"reward_type": "combined", "reward_config": {"components": []}}, "components", ""),
+    ({"reward_type": "combined", "reward_config": {"components": [{"type": "acuracy", "weight": 1}]}}, "type", "accuracy"),
+    ({"reward_type": "combined", "reward_config": {"components": [{"type": "accuracy"}]}}, "weight", ""),
+    ({"reward_type": "accurate"}, "reward_type", "accuracy"),
+    ({"action": "trian"}, "action", "train"),
+    ({"algorithm": "ppo"}, "algorithm", ""),
+    ({"model_name": "./models/does_not_exist"}, "model_name", "does not exist"),
+    ({"output_dir": "/proc/hello-agents-rl-test"}, "output_dir", "writable"),
+    ({"report_to": ["tensorbord"]}, "report_to", "tensorboard"),
+    ({"scale_rewards": "sometimes"}, "scale_rewards", ""),
+]
+
+
+@pytest.mark.parametrize(("override", "key", "hint"), BAD, ids=[b[1] + str(i) for i, b in enumerate(BAD)])
+def test_bad_input_names_the_key(override: dict, key: str, hint: str, tmp_path) -> None:
+    params = {"action": "train", "output_dir": str(tmp_path / "out"), **override}
+    with pytest.raises(ConfigError, match=key) as caught:
+        RLTrainingTool().run(params)
+    assert hint in str(caught.value)
+    assert not (tmp_path / "out").exists(), "a rejected config must not create output files"
+
+
+def test_mapping_to_trl_fields() -> None:
+    cfg = parse({**SEED_FULL, "output_dir": "/tmp/x"})
+    args = trl_args(cfg)
+    assert args["max_completion_length"] == 512
+    assert args["beta"] == 0.05 and args["epsilon"] == 0.2 and args["temperature"] == 0.8
+    assert args["num_generations"] == 4
+    assert args["per_device_train_batch_size"] == 16, "4 prompts x 4 generations = 16 completions"
+    assert args["warmup_steps"] == 0.1, "transformers 5: warmup_steps < 1 is a ratio"
+    assert args["learning_rate"] == 1e-5 and args["num_train_epochs"] == 3
+    assert args["save_steps"] == 500 and args["logging_steps"] == 100
+    assert args["scale_rewards"] == "none", "advantage = r - group mean, as the seed defines it"
+    assert args["chat_template_kwargs"] == {"enable_thinking": False}
+    sft = trl_args(parse({**SEED_FIRST, "algorithm": "sft", "output_dir": "/tmp/x"}))
+    assert sft["per_device_train_batch_size"] == 4 and "beta" not in sft
+
+
+def test_defaults_by_algorithm() -> None:
+    assert parse({"algorithm": "grpo"}).learning_rate == 1e-5
+    assert parse({"algorithm": "sft", "use_lora": False}).learning_rate == 2e-5
+    assert parse({"algorithm": "sft"}).output_dir == "./models/sft_model"
+
+
+def test_wandb_turns_on_with_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_PROJECT", "hello-agents-grpo")
+    assert "wandb" in trl_args(parse({"output_dir": "/tmp/x"}))["report_to"]
+    assert trl_args(parse({"output_dir": "/tmp/x", "report_to": "none"}))["report_to"] == "none"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(TrainConfig.model_fields) + ["bogus", "kl_coeff"]),
+                       st.one_of(st.none(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=8),
+                                 st.booleans(), st.lists(st.integers(), max_size=2)), max_size=6))
+def test_parsing_never_crashes_with_anything_but_config_error(params: dict) -> None:
+    params.pop("model_name", None), params.pop("output_dir", None), params.pop("action", None)
+    try:
+        parse({"output_dir": "/tmp/hypothesis-out", **params})
+    except ConfigError:
+        pass
