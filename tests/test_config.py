@@ -123,3 +123,20 @@ def test_parsing_never_crashes_with_anything_but_config_error(params: dict) -> N
         parse({"output_dir": "/tmp/hypothesis-out", **params})
     except ConfigError:
         pass
+
+
+def test_vllm_options_map_and_fail_clearly_without_vllm_or_gpu() -> None:
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="use_vllm"):
+            parse({"use_vllm": True, "output_dir": "/tmp/x"})
+    cfg = parse({"vllm_mode": "server", "vllm_server_port": 8123, "output_dir": "/tmp/x"})
+    args = trl_args(cfg)
+    assert args["vllm_mode"] == "server" and args["vllm_server_port"] == 8123 and args["use_vllm"] is False
+    with pytest.raises(ConfigError, match="vllm_mode"):
+        parse({"vllm_mode": "remote"})
+    with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
+        parse({"vllm_gpu_memory_utilization": 1.5})

@@ -122,6 +122,15 @@ class TrainConfig(DataConfig, ModelConfig):
     steps_per_generation: int | None = Field(
         None, ge=1, description="Optimizer steps per generation round; None = gradient_accumulation_steps."
     )
+    use_vllm: bool = Field(False, description="Generate with vLLM (GPU only; pip install 'hello-agents-rl[vllm]').")
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate", description="colocate: vLLM shares the training GPUs; server: a separate `trl vllm-serve`."
+    )
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="Fraction of GPU memory vLLM may take in colocate mode."
+    )
+    vllm_server_host: str = Field("0.0.0.0", description="Host of the `trl vllm-serve` server (server mode).")
+    vllm_server_port: int = Field(8000, ge=1, le=65535, description="Port of the `trl vllm-serve` server.")
     log_completions_steps: int = Field(
         0, ge=0, description="Every N steps write sampled completions to completions.jsonl (0 = off)."
     )
@@ -199,6 +208,8 @@ class TrainConfig(DataConfig, ModelConfig):
         if self.output_dir is None:
             object.__setattr__(self, "output_dir", f"./models/{self.algorithm}_model")
         _check_reward(self.reward_type, self.reward_config)
+        if self.use_vllm:
+            _check_vllm()
         return self
 
     @property
@@ -230,6 +241,17 @@ def _check_reward(reward_type: Any, reward_config: dict[str, Any]) -> None:
     from hello_agents.rl.rewards import build_reward  # the reward layer validates its own parameters
 
     build_reward(reward_type, reward_config)
+
+
+def _check_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ValueError("`use_vllm`: vLLM is not installed; pip install 'hello-agents-rl[vllm]' or set use_vllm: false")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError("`use_vllm`: vLLM needs a CUDA GPU and none is visible; set use_vllm: false to generate with transformers")
 
 
 class CreateRewardConfig(_Base):

@@ -64,6 +64,11 @@ def trl_args(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> dict[
         "steps_per_generation": cfg.effective_steps_per_generation,
         "chat_template_kwargs": {"enable_thinking": cfg.enable_thinking},
         "log_completions": False,  # our callback writes completions.jsonl instead of a rich table
+        "use_vllm": cfg.use_vllm,
+        "vllm_mode": cfg.vllm_mode,
+        "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        "vllm_server_host": cfg.vllm_server_host,
+        "vllm_server_port": cfg.vllm_server_port,
     }
 
 
