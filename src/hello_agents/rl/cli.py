@@ -111,7 +111,7 @@ def run(argv: list[str] | None = None) -> int:
 
     result = RLTrainingTool().run(params_from_args(args, ACTIONS[args.command], extra))
     print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
-    return 0
+    return {"interrupted": 130, "failed": 1}.get(result.get("status", ""), 0)
 
 
 def main(argv: list[str] | None = None) -> None:

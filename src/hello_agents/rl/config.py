@@ -135,6 +135,10 @@ class TrainConfig(DataConfig, ModelConfig):
         0, ge=0, description="Every N steps write sampled completions to completions.jsonl (0 = off)."
     )
 
+    kl_target: tuple[float, float] | None = Field(
+        None, description="Adaptive KL: adjust kl_coef during training to keep KL in [low, high], e.g. [0.01, 0.1]."
+    )
+
     # rewards
     reward_type: Any = Field(
         "accuracy", description="accuracy, length_penalty, step, combined, or a Python callable."
@@ -168,6 +172,13 @@ class TrainConfig(DataConfig, ModelConfig):
     )
     resume_from_checkpoint: bool | str | None = Field(
         None, description="true = the latest checkpoint in output_dir, or a checkpoint path."
+    )
+    oom_backoff: bool = Field(
+        True, description="On CUDA out-of-memory: shrink as the seed advises, resume from the last checkpoint."
+    )
+    skip_nonfinite_steps: bool = Field(False, description="Skip an update with a NaN/inf gradient instead of stopping.")
+    reward_failure_value: float = Field(
+        0.0, description="Reward for a completion whose custom reward raised or returned None/NaN."
     )
     eval_steps: int | None = Field(None, ge=1, description="Evaluate eval_samples from eval_split every N steps.")
     eval_split: str = Field("test", description="Split used by eval_steps.")
@@ -210,6 +221,12 @@ class TrainConfig(DataConfig, ModelConfig):
         _check_reward(self.reward_type, self.reward_config)
         if self.use_vllm:
             _check_vllm()
+        if self.kl_target is not None:
+            low, high = self.kl_target
+            if not 0 <= low < high:
+                raise ValueError(f"`kl_target`: need 0 <= low < high, got {list(self.kl_target)}; e.g. [0.01, 0.1]")
+            if self.kl_coef == 0:
+                raise ValueError("`kl_target`: adaptive KL needs a starting kl_coef > 0 (e.g. 0.05)")
         return self
 
     @property

@@ -68,3 +68,48 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # JSON has no NaN; keep it visible instead of crashing the writer
     return value
+
+
+class CompletionLogger(TrainerCallback):
+    """Every N steps: sampled prompts, completions, rewards and advantages to completions.jsonl and TensorBoard."""
+
+    def __init__(self, trainer: Any, output_dir: str, every: int, samples: int = 4) -> None:
+        self.trainer, self.every, self.samples = trainer, every, samples
+        self.path = Path(output_dir) / "completions.jsonl"
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        logs = getattr(self.trainer, "_logs", None)
+        if not state.is_world_process_zero or state.global_step % self.every or not logs or not logs["completion"]:
+            return
+        rewards = {name: list(values) for name, values in logs["rewards"].items()}
+        rows = [
+            {
+                "step": state.global_step,
+                "prompt": _text(prompt),
+                "completion": _text(completion),
+                "rewards": {name: values[i] for name, values in rewards.items()},
+                "advantage": logs["advantages"][i],
+            }
+            for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"]))
+        ][: self.samples]
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        first = rows[0]
+        print(f"[sample step {first['step']}] {first['prompt'][-80:]!r} -> {first['completion'][:120]!r} "
+              f"(advantage {first['advantage']:+.2f})", flush=True)
+        self._to_tensorboard(state.global_step, rows)
+
+    def _to_tensorboard(self, step: int, rows: list[dict]) -> None:
+        from transformers.integrations import TensorBoardCallback
+
+        for callback in self.trainer.callback_handler.callbacks:
+            if isinstance(callback, TensorBoardCallback) and callback.tb_writer is not None:
+                table = "\n\n".join(f"**{r['prompt'][-200:]}**\n\n{r['completion']}\n\n(advantage {r['advantage']:+.2f})" for r in rows)
+                callback.tb_writer.add_text("train/completions", table, step)
+
+
+def _text(value: Any) -> str:
+    """Prompts and completions are strings or chat messages; keep the readable part."""
+    if isinstance(value, list):
+        return "\n".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in value)
+    return str(value)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from datasets import Dataset
 
 from hello_agents.rl.config import TrainConfig
-from hello_agents.rl.rewards import Reward, to_trl_reward
 from hello_agents.rl.trainers.args import lora_for, trl_args
 
 
@@ -17,7 +16,7 @@ def build_grpo_trainer(
     tokenizer: Any,
     train_data: Dataset,
     eval_data: Dataset | None,
-    reward: Reward,
+    reward_fn: Callable[..., list[float]],
     callbacks: list[Any],
     device: str,
     bf16: bool,
@@ -27,7 +26,7 @@ def build_grpo_trainer(
     keep = ["prompt", "ground_truth"]  # the reward reads ground_truth; nothing else is needed
     return GRPOTrainer(
         model=model,
-        reward_funcs=[to_trl_reward(reward)],
+        reward_funcs=[reward_fn],  # already adapted: see rewards.to_trl_reward
         args=GRPOConfig(**trl_args(cfg, device, bf16)),
         train_dataset=train_data.select_columns(keep),
         eval_dataset=eval_data.select_columns(keep) if eval_data is not None else None,

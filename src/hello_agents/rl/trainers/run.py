@@ -2,53 +2,115 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from hello_agents.rl import data as data_layer
 from hello_agents.rl.config import TrainConfig
 from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
-from hello_agents.rl.outputs import RESULTS, atomic_write_json, prepare_output_dir, save_final_model
-from hello_agents.rl.rewards import build_reward
-from hello_agents.rl.trainers.callbacks import ConsoleProgress, RunMonitor
+from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, prepare_output_dir, save_final_model
+from hello_agents.rl.rewards import build_reward, to_trl_reward
+from hello_agents.rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
 from hello_agents.rl.trainers.doctor import Doctor
+from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Train; on CUDA out-of-memory shrink as the seed advises and resume from the last checkpoint."""
+    resume = prepare_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
+    changes: list[str] = []
+    while True:
+        try:
+            result = _train_once(cfg, resume)
+            break
+        except torch.OutOfMemoryError:
+            smaller = backoff(cfg) if cfg.oom_backoff else None
+            if smaller is None:
+                raise
+            cfg, change = smaller
+            changes.append(change)
+            print(f"[oom] out of memory: retrying with {change}", flush=True)
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            found = checkpoints(cfg.output_dir)
+            resume = str(found[-1]) if found else None
+    if changes:
+        result["oom_backoff"] = changes
+        result["diagnostics"].append(f"out of memory: backed off ({'; '.join(changes)})")
+        _write_results(cfg, result)
+    return result
+
+
+def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
     from transformers.trainer_callback import ProgressCallback
 
-    resume = prepare_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
-    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     started = time.time()
     device, dtype = pick_device_dtype()
-    train_data = data_layer.load(cfg)
+    train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
     model = load_model(cfg.model_name, cfg.trust_remote_code, dtype)
-    doctor = Doctor(cfg.learning_rate, cfg.kl_coef if cfg.algorithm == "grpo" else 0.0, cfg.max_new_tokens)
-    monitor = RunMonitor(cfg.output_dir, doctor)
-    bf16 = str(dtype) == "torch.bfloat16"
+    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+    monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens))
+    nonfinite = NonFiniteGuard(cfg.skip_nonfinite_steps)
+    interrupt = InterruptGuard()
+    callbacks = [monitor, nonfinite, interrupt]
+    bf16 = dtype == torch.bfloat16
+    reward_fn = None
     if cfg.algorithm == "grpo":
         from hello_agents.rl.trainers.grpo import build_grpo_trainer
 
-        reward = build_reward(cfg.reward_type, cfg.reward_config)
-        trainer = build_grpo_trainer(cfg, model, tokenizer, train_data, eval_data, reward, [monitor], device, bf16)
+        reward_fn = to_trl_reward(build_reward(cfg.reward_type, cfg.reward_config), cfg.reward_failure_value)
+        trainer = build_grpo_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
+        _add_grpo_callbacks(cfg, trainer)
     else:
         from hello_agents.rl.trainers.sft import build_sft_trainer
 
-        trainer = build_sft_trainer(cfg, model, tokenizer, train_data, eval_data, [monitor], device, bf16)
+        trainer = build_sft_trainer(cfg, model, tokenizer, train_data, eval_data, callbacks, device, bf16)
     trainable, total = _parameter_counts(trainer.model)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ConsoleProgress())
-    output = trainer.train(resume_from_checkpoint=resume)
-    model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora) if trainer.is_world_process_zero() else ""
+    with interrupt.installed():
+        output = trainer.train(resume_from_checkpoint=resume)
+    status = "interrupted" if interrupt.requested else "failed" if nonfinite.error else "completed"
+    model_path = ""
+    if status == "completed" and trainer.is_world_process_zero():
+        model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
-    result.update(trainable_parameters=trainable, total_parameters=total)
+    result.update(status=status, trainable_parameters=trainable, total_parameters=total)
+    if nonfinite.error:
+        result["error"] = nonfinite.error
+        print(f"[stopped] {nonfinite.error}", flush=True)
+    if nonfinite.skipped_steps:
+        result["skipped_nonfinite_steps"] = nonfinite.skipped_steps
+    if reward_fn is not None and reward_fn.failures:
+        result["reward_failures"] = reward_fn.failures
+        result["diagnostics"].append(
+            f"the reward failed on {reward_fn.failures} completions (scored {cfg.reward_failure_value}); "
+            f"first error:\n{reward_fn.first_failure}"
+        )
     if trainer.is_world_process_zero():
-        atomic_write_json(Path(cfg.output_dir) / RESULTS, result)
+        _write_results(cfg, result)
     return result
+
+
+def _add_grpo_callbacks(cfg: TrainConfig, trainer: Any) -> None:
+    if cfg.kl_target is not None:
+        from hello_agents.rl.trainers.adaptive_kl import AdaptiveKL
+
+        trainer.add_callback(AdaptiveKL(trainer, *cfg.kl_target))
+    if cfg.log_completions_steps:
+        trainer.add_callback(CompletionLogger(trainer, cfg.output_dir, cfg.log_completions_steps))
+
+
+def _write_results(cfg: TrainConfig, result: dict[str, Any]) -> None:
+    atomic_write_json(Path(cfg.output_dir) / RESULTS, result)
 
 
 def _parameter_counts(model: Any) -> tuple[int, int]:
@@ -64,10 +126,12 @@ def _eval_data(cfg: TrainConfig) -> Any:
 def summarise(
     cfg: TrainConfig, trainer: Any, output: Any, monitor: RunMonitor, num_samples: int, model_path: str, runtime: float
 ) -> dict[str, Any]:
-    logs = [entry for entry in monitor.history if "train_runtime" not in entry and not any(k.startswith("eval_") for k in entry)]
-    rewards = [e["reward"] for e in logs if isinstance(e.get("reward"), (int, float))]
-    kls = [e["kl"] for e in logs if isinstance(e.get("kl"), (int, float))]
-    losses = [e["loss"] for e in logs if isinstance(e.get("loss"), (int, float))]
+    logs = [e for e in monitor.history if "train_runtime" not in e and not any(k.startswith("eval_") for k in e)]
+
+    def series(key: str) -> list[float]:
+        return [e[key] for e in logs if isinstance(e.get(key), (int, float)) and math.isfinite(e[key])]
+
+    rewards, kls, losses = series("reward"), series("kl"), series("loss")
     result: dict[str, Any] = {
         "status": "completed",
         "algorithm": cfg.algorithm,
@@ -76,16 +140,17 @@ def summarise(
         "num_samples": num_samples,
         "num_epochs": cfg.num_epochs,
         "num_steps": trainer.state.global_step,
-        "final_loss": losses[-1] if losses else output.training_loss,
+        "final_loss": losses[-1] if losses else float(output.training_loss),
         "train_runtime_s": round(runtime, 2),
         "diagnostics": list(monitor.doctor.findings),
         "use_lora": cfg.use_lora,
     }
     if cfg.algorithm == "grpo":
         result.update(
-            average_reward=sum(rewards) / len(rewards) if rewards else math.nan,
-            final_reward=rewards[-1] if rewards else math.nan,
+            average_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+            final_reward=rewards[-1] if rewards else 0.0,
             mean_kl=sum(kls) / len(kls) if kls else 0.0,
             final_kl=kls[-1] if kls else 0.0,
+            kl_coef=float(getattr(trainer, "beta", cfg.kl_coef)),
         )
     return result
