@@ -143,5 +143,5 @@ def test_a_failing_custom_reward_does_not_kill_the_run(tiny_model: str, tmp_path
 
     result = RLTrainingTool().run({**RUN, "model_name": tiny_model, "output_dir": str(tmp_path / "r"),
                                    "reward_type": flaky, "reward_config": {}, "max_steps": 4})
-    assert result["status"] == "completed" and result["reward_failures"] == 2 * len(calls) // 5
+    assert result["status"] == "completed" and result["reward_failures"] == sum(i % 5 in (1, 2) for i in range(1, len(calls) + 1))
     assert any("reward service down" in d for d in result["diagnostics"])
