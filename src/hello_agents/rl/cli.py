@@ -11,9 +11,17 @@ from typing import Any
 import yaml
 
 from hello_agents.rl.config import CONFIGS, describe_fields
+from hello_agents.rl.distributed import is_main_process
 from hello_agents.rl.errors import ConfigError
 
-ACTIONS = {"train": "train", "evaluate": "evaluate", "load-dataset": "load_dataset", "create-reward": "create_reward"}
+ACTIONS = {
+    "train": "train",
+    "evaluate": "evaluate",
+    "compare": "compare",
+    "export": "export",
+    "load-dataset": "load_dataset",
+    "create-reward": "create_reward",
+}
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -110,7 +118,8 @@ def run(argv: list[str] | None = None) -> int:
     from hello_agents.tools import RLTrainingTool
 
     result = RLTrainingTool().run(params_from_args(args, ACTIONS[args.command], extra))
-    print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    if is_main_process():  # under accelerate launch / torchrun every rank holds the same result
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     return {"interrupted": 130, "failed": 1}.get(result.get("status", ""), 0)
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hello_agents.rl.errors import ConfigError
 
-Action = Literal["train", "evaluate", "load_dataset", "create_reward", "pipeline", "export"]
+Action = Literal["train", "evaluate", "compare", "load_dataset", "create_reward", "pipeline", "export"]
 
 
 def looks_like_local_path(name: str) -> bool:
@@ -234,20 +234,38 @@ class TrainConfig(DataConfig, ModelConfig):
         return self.steps_per_generation or self.gradient_accumulation_steps
 
 
-class EvaluateConfig(DataConfig):
-    """`action: evaluate` -- accuracy and friends of one model on a dataset split."""
-
-    model_path: str = Field(..., description="Model folder (full model or LoRA adapter), hub id, or .gguf file.")
+class _EvalOptions(DataConfig):
     split: str = Field("test", description="Split to evaluate.")
     max_samples: int | None = Field(200, ge=1, description="Questions to evaluate (seeded subset); None = all.")
     max_new_tokens: int = Field(256, ge=1, description="Longest answer in tokens.")
     batch_size: int = Field(32, ge=1, description="Questions generated together.")
     temperature: float = Field(0.0, ge=0, description="0 = greedy (accuracy); > 0 samples (needed for pass@k).")
     k: int = Field(1, ge=1, description="Samples per question for pass@k (sampled at temperature, default 1.0).")
-    return_details: bool = Field(False, description="Include per-question details in the result.")
-    details_path: str | None = Field(None, description="Write per-question details to this JSONL file.")
     trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
     enable_thinking: bool = Field(False, description="Qwen3 thinking mode in the chat template.")
+
+
+class EvaluateConfig(_EvalOptions):
+    """`action: evaluate` -- accuracy and friends of one model on a dataset split."""
+
+    model_path: str = Field(..., description="Model folder (full model or LoRA adapter), run output_dir, hub id, or .gguf.")
+    return_details: bool = Field(False, description="Include per-question details in the result.")
+    details_path: str | None = Field(None, description="Write per-question details to this JSONL file.")
+
+
+class CompareConfig(_EvalOptions):
+    """`action: compare` -- several models on the same questions, as one table."""
+
+    models: dict[str, str] = Field(..., description="Name -> model, e.g. {base: Qwen/Qwen3-0.6B, sft: ./models/sft}.")
+    report_path: str | None = Field(None, description="Also write the comparison as markdown to this file.")
+
+
+class ExportConfig(_Base):
+    """`action: export` -- merge a LoRA adapter into its base and save a plain transformers model with a card."""
+
+    model_path: str = Field(..., description="A run's output_dir, its adapter/ folder, or any adapter folder.")
+    output_dir: str = Field(..., description="Where the merged model (safetensors) and its README.md go.")
+    trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
 
 
 class LoadDatasetConfig(DataConfig):
@@ -288,6 +306,8 @@ class CreateRewardConfig(_Base):
 
 CONFIGS: dict[str, type[_Base]] = {
     "evaluate": EvaluateConfig,
+    "compare": CompareConfig,
+    "export": ExportConfig,
     "load_dataset": LoadDatasetConfig,
     "create_reward": CreateRewardConfig,
     "train": TrainConfig,

@@ -30,6 +30,7 @@ class Recipe:
     sft_steps: int = 600
     sft_batch_size: int = 32
     sft_learning_rate: float = 2e-3  # a 1M-parameter model from scratch needs a large rate
+    sft_warmup_ratio: float = 0.05
     grpo_steps: int = 100
     grpo_batch_size: int = 8  # prompts per step; x num_generations completions
     num_generations: int = 8
@@ -37,8 +38,8 @@ class Recipe:
     kl_coef: float = 0.04
     temperature: float = 1.0  # explore: the right carry answer is a minority of the SFT model's samples
     scale_rewards: str = "none"
-    lr_scheduler_type: str = "linear"
-    warmup_ratio: float = 0.0
+    grpo_lr_scheduler: str = "linear"
+    grpo_warmup_ratio: float = 0.0
     max_new_tokens: int = 24  # answers are ~19 tokens
     logging_steps: int = 10
     pass_at_k: int = 8  # SFT pass@k at temperature 1: is the right answer within reach of sampling?
@@ -48,67 +49,25 @@ FULL = Recipe()
 QUICK = Recipe(sft_steps=300, grpo_steps=40, logging_steps=5, pass_at_k=0)
 
 
-def run_demo(output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None) -> dict[str, Any]:
+def run_demo(
+    output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None
+) -> dict[str, Any]:
     """Build, SFT, GRPO, evaluate, report; returns what results.json holds."""
     recipe = recipe or (QUICK if quick else FULL)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    tool = RLTrainingTool()
-    common = {
-        "action": "train",
-        "use_lora": False,  # full fine-tuning: the model is tiny and starts from random weights
-        "seed": seed,
-        "save_steps": 10_000,  # only the final model; checkpoints would cost time and disk for nothing
-        "logging_steps": recipe.logging_steps,
-        "overwrite_output_dir": True,  # the demo owns these folders: rerunning it starts over
-    }
 
     print(f"== 1/4 tiny model -> {out / 'tiny'}", flush=True)
     tiny = build_tiny_model(out / "tiny", seed=seed)
-
     print(f"== 2/4 SFT on demonstrations that forget the carry {recipe.carry_error:.0%} of the time", flush=True)
-    demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, carry_error=recipe.carry_error)
-    sft = tool.run(
-        common
-        | {
-            "algorithm": "sft",
-            "model_name": str(tiny),
-            "dataset": demos,
-            "output_dir": str(out / "sft"),
-            "max_steps": recipe.sft_steps,
-            "batch_size": recipe.sft_batch_size,
-            "learning_rate": recipe.sft_learning_rate,
-            "warmup_ratio": 0.05,
-        }
-    )
-
-    print("== 3/4 GRPO from the SFT model, rewarded for the right final answer", flush=True)
-    prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # answers unused
-    grpo = tool.run(
-        common
-        | {
-            "algorithm": "grpo",
-            "model_name": sft["model_path"],
-            "dataset": prompts,
-            "output_dir": str(out / "grpo"),
-            "max_steps": recipe.grpo_steps,
-            "batch_size": recipe.grpo_batch_size,
-            "num_generations": recipe.num_generations,
-            "learning_rate": recipe.grpo_learning_rate,
-            "kl_coef": recipe.kl_coef,
-            "temperature": recipe.temperature,
-            "scale_rewards": recipe.scale_rewards,
-            "lr_scheduler_type": recipe.lr_scheduler_type,
-            "warmup_ratio": recipe.warmup_ratio,
-            "max_new_tokens": recipe.max_new_tokens,
-            "reward_type": "accuracy",
-        }
-    )
-
+    sft = train_sft(str(tiny), out / "sft", recipe, seed)
+    print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
+    grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed)
     print("== 4/4 held-out evaluation (250 questions, greedy)", flush=True)
-    sft_eval = evaluate(tool, sft["model_path"], recipe, seed, k=recipe.pass_at_k)
-    grpo_eval = evaluate(tool, grpo["model_path"], recipe, seed)
+    sft_eval = evaluate(sft["model_path"], recipe, seed, k=recipe.pass_at_k)
+    grpo_eval = evaluate(grpo["model_path"], recipe, seed)
+
     results = {
         "seed": seed,
         "quick": quick,
@@ -119,16 +78,69 @@ def run_demo(output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool
         "wall_time_s": round(time.time() - started, 1),
     }
     atomic_write_json(out / RESULTS, results)
-
-    from hello_agents.rl.report import write_report
+    from hello_agents.rl.report import write_report  # matplotlib loads only when we get here
 
     write_report(out, results, sft_eval["details"], grpo_eval["details"])
     print(format_table(results), flush=True)
-    print(f"results, plots and report.md in {out}", flush=True)
+    print(f"results.json, report.md, plots, models and logs in {out}", flush=True)
     return results
 
 
-def evaluate(tool: RLTrainingTool, model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str, Any]:
+def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
+    return {
+        "action": "train",
+        "use_lora": False,  # full fine-tuning: the model is tiny and starts from random weights
+        "seed": seed,
+        "save_steps": 10_000,  # just the final model: checkpoints would cost time for nothing
+        "logging_steps": recipe.logging_steps,
+        "overwrite_output_dir": True,  # the demo owns these folders: running it again starts over
+    }
+
+
+def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
+    """Imitation: learn the demonstrator's answers, slips included."""
+    demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, carry_error=recipe.carry_error)
+    return RLTrainingTool().run(
+        _train_params(recipe, seed)
+        | {
+            "algorithm": "sft",
+            "model_name": model_path,
+            "dataset": demos,
+            "output_dir": str(out),
+            "max_steps": recipe.sft_steps,
+            "batch_size": recipe.sft_batch_size,
+            "learning_rate": recipe.sft_learning_rate,
+            "warmup_ratio": recipe.sft_warmup_ratio,
+        }
+    )
+
+
+def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
+    """Trial and error: sample a group per question, reward right final answers, stay near the SFT model (KL)."""
+    prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
+    return RLTrainingTool().run(
+        _train_params(recipe, seed)
+        | {
+            "algorithm": "grpo",
+            "model_name": model_path,
+            "dataset": prompts,
+            "output_dir": str(out),
+            "max_steps": recipe.grpo_steps,
+            "batch_size": recipe.grpo_batch_size,
+            "num_generations": recipe.num_generations,
+            "learning_rate": recipe.grpo_learning_rate,
+            "kl_coef": recipe.kl_coef,
+            "temperature": recipe.temperature,
+            "scale_rewards": recipe.scale_rewards,
+            "lr_scheduler_type": recipe.grpo_lr_scheduler,
+            "warmup_ratio": recipe.grpo_warmup_ratio,
+            "max_new_tokens": recipe.max_new_tokens,
+            "reward_type": "accuracy",
+        }
+    )
+
+
+def evaluate(model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str, Any]:
     """Greedy accuracy on the fixed held-out split, by carry subset; optionally pass@k at temperature 1."""
     params = {
         "action": "evaluate",
@@ -143,7 +155,7 @@ def evaluate(tool: RLTrainingTool, model_path: str, recipe: Recipe, seed: int, k
     }
     if k > 1:
         params |= {"k": k, "temperature": 1.0}  # greedy accuracy is still computed (evaluate_model)
-    result = tool.run(params)
+    result = RLTrainingTool().run(params)
     details = result["details"]
     for name, subset in (("carry", [d for d in details if d["carry"]]), ("no_carry", [d for d in details if not d["carry"]])):
         result[f"accuracy_{name}"] = sum(d["correct"] for d in subset) / max(len(subset), 1)

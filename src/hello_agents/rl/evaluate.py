@@ -139,3 +139,42 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     if cfg.return_details:
         result["details"] = details
     return {"status": "completed", "model_path": cfg.model_path, "split": cfg.split, **result}
+
+
+def compare(cfg: Any) -> dict[str, Any]:
+    """Every model on the same questions: one row each, and where they disagree."""
+    rows = data_layer.load(cfg)
+    table, correct = [], {}
+    for name, path in cfg.models.items():
+        tokenizer = load_tokenizer(path, cfg.trust_remote_code)
+        model = load_model(path, cfg.trust_remote_code)
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+        metrics = evaluate_model(
+            model, tokenizer, rows, cfg.max_new_tokens, cfg.batch_size, cfg.k, cfg.temperature, cfg.seed, cfg.enable_thinking
+        )
+        correct[name] = [d["correct"] for d in metrics.pop("details")]
+        table.append({"model": name, "path": path, **metrics})
+        del model
+    names = list(cfg.models)
+    disagreements = {
+        f"{a} right, {b} wrong": [rows[i]["question"] for i in range(len(rows)) if correct[a][i] and not correct[b][i]]
+        for a in names for b in names if a != b
+    }
+    markdown = comparison_markdown(table, cfg.k)
+    if cfg.report_path:
+        Path(cfg.report_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.report_path).write_text(markdown, encoding="utf-8")
+    print(markdown, flush=True)
+    return {"status": "completed", "num_questions": len(rows), "table": table, "disagreements": disagreements,
+            "markdown": markdown}
+
+
+def comparison_markdown(table: list[dict[str, Any]], k: int = 1) -> str:
+    columns = [("accuracy", "Accuracy", "{:.1%}"), (f"pass_at_{k}", f"Pass@{k}", "{:.1%}"), ("format_rate", "Format", "{:.1%}"),
+               ("mean_tokens", "Tokens", "{:.1f}"), ("truncation_rate", "Truncated", "{:.1%}"),
+               ("mean_abs_error_wrong", "Abs. error (wrong)", "{:.2f}"), ("seconds_per_question", "s/question", "{:.3f}")]
+    lines = ["| Model | " + " | ".join(c[1] for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for row in table:
+        lines.append(f"| {row['model']} | " + " | ".join(fmt.format(row[key]) for key, _, fmt in columns) + " |")
+    return "\n".join(lines) + "\n"

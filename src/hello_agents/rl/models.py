@@ -19,7 +19,11 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-GGUF_CACHE = Path(os.environ.get("HELLO_AGENTS_CACHE", "~/.cache/hello_agents_rl")).expanduser() / "gguf"
+
+
+def gguf_cache_dir() -> Path:
+    """Where imported GGUF files are kept: $HELLO_AGENTS_CACHE/gguf (default ~/.cache/hello_agents_rl/gguf)."""
+    return Path(os.environ.get("HELLO_AGENTS_CACHE") or "~/.cache/hello_agents_rl").expanduser() / "gguf"
 
 
 def pick_device_dtype() -> tuple[str, torch.dtype]:
@@ -112,22 +116,45 @@ def lora_config(rank: int, alpha: int, dropout: float, target_modules: str | lis
 
 
 def import_gguf(path: Path, out_dir: Path | None = None) -> Path:
-    """Dequantize a GGUF file once into a trainable transformers folder (TRL refuses quantized GGUF models)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Dequantize a GGUF file once into a trainable transformers folder (TRL refuses quantized GGUF models).
 
+    Without out_dir the folder goes to the cache (gguf_cache_dir()), keyed by the file's path, size and
+    mtime, so later runs (and the other ranks of a distributed run) reuse it.
+    """
+    import shutil
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"`model_name`: GGUF file {path} not found")
     digest = hashlib.sha256(f"{path.resolve()}:{path.stat().st_size}:{path.stat().st_mtime_ns}".encode()).hexdigest()[:16]
-    out = out_dir or GGUF_CACHE / f"{path.stem}-{digest}"
+    out = Path(out_dir).expanduser() if out_dir else gguf_cache_dir() / f"{path.stem}-{digest}"
     if (out / "config.json").is_file():
+        log.info("using %s, imported earlier from %s", out, path)
         return out
-    log.warning("importing %s into a trainable model folder %s (once; cached)", path, out)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    tmp = out.with_name(out.name + ".tmp")
+    log.warning("dequantizing %s into the trainable model folder %s (once: later runs reuse it)", path, out)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
+    )
+    if getattr(model, "hf_quantizer", None) is not None:  # plain dense weights now: save them as such
+        model.hf_quantizer = None
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)  # keeps the chat template
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))  # unique: ranks may import at once
+    tmp.chmod(0o755)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    tmp.rename(out)  # atomic: a crash never leaves a half-written cache entry
+    try:
+        tmp.rename(out)  # atomic: a crash never leaves a half-written folder
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (out / "config.json").is_file():
+            raise ConfigError(f"import-gguf: {out} exists and is not empty; choose a new folder") from None
+    log.warning("imported %s -> %s", path.name, out)
     return out
 
 

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hello_agents.rl.distributed import is_main_process, saves_collectively, wait_for_everyone
 from hello_agents.rl.errors import ConfigError
 
 RESULTS = "results.json"
@@ -36,8 +37,12 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
 
 
 def prepare_output_dir(output_dir: str, resume: bool | str | None, overwrite: bool) -> str | None:
-    """Check the folder before anything loads; return the checkpoint to resume from, if any."""
+    """Check the folder before anything loads; return the checkpoint to resume from, if any.
+
+    Every rank of a distributed run checks (and raises) alike; only rank 0 deletes or trims files.
+    """
     folder = Path(output_dir)
+    main = is_main_process()
     finished = (folder / RESULTS).is_file() and _status(folder) == "completed"
     found = checkpoints(folder)
     if resume:
@@ -47,11 +52,13 @@ def prepare_output_dir(output_dir: str, resume: bool | str | None, overwrite: bo
                 f"`resume_from_checkpoint`: no checkpoint {'in ' + output_dir if resume is True else str(resume)}; "
                 "remove resume_from_checkpoint to start fresh"
             )
-        _trim_metrics(folder / METRICS, int(_CHECKPOINT.match(target.name).group(1)) if _CHECKPOINT.match(target.name) else None)
+        if main:
+            _trim_metrics(folder / METRICS, int(_CHECKPOINT.match(target.name).group(1)) if _CHECKPOINT.match(target.name) else None)
         return str(target)
     if overwrite:
-        for stale in [*found, folder / METRICS, folder / RESULTS, folder / "completions.jsonl"]:
-            shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+        stale = [*found, folder / METRICS, folder / RESULTS, folder / "completions.jsonl"] if main else []
+        for path in stale:
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         return None
     if finished:
         raise ConfigError(
@@ -84,24 +91,43 @@ def _trim_metrics(path: Path, step: int | None) -> None:
 
 
 def save_final_model(trainer: Any, output_dir: str, merge_lora: bool) -> str:
-    """Save the trained model atomically; a LoRA run also keeps its adapter under adapter/."""
+    """Save the trained model atomically; a LoRA run also keeps its adapter under adapter/.
+
+    Call it on every rank: DeepSpeed and FSDP gather their weight shards to save, rank 0 alone
+    writes, and no rank returns before the files are in place.
+    """
     out = Path(output_dir)
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=".final-"))
+    main = trainer.is_world_process_zero()
     model = trainer.accelerator.unwrap_model(trainer.model)
     tokenizer = trainer.processing_class
     is_peft = hasattr(model, "peft_config")
-    if is_peft:
-        model.save_pretrained(staging / "adapter", safe_serialization=True)
-        tokenizer.save_pretrained(staging / "adapter")
-    if not is_peft or merge_lora:
-        full = model.merge_and_unload() if is_peft else model
-        full.save_pretrained(staging / "model", safe_serialization=True)
-        tokenizer.save_pretrained(staging / "model")
-    for part in ("adapter", "model"):
-        if (staging / part).exists():
-            target = out / part
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging / part, target)
-    shutil.rmtree(staging, ignore_errors=True)
-    return str(out / ("model" if (out / "model").exists() else "adapter"))
+    staging = out / ".final-staging"  # one path for every rank
+    if saves_collectively(trainer):
+        if main:
+            shutil.rmtree(staging, ignore_errors=True)
+        wait_for_everyone(trainer)
+        trainer.save_model(str(staging / ("adapter" if is_peft else "model")))
+        if main and is_peft and merge_lora:  # sharded weights cannot merge in place: merge the saved adapter
+            from hello_agents.rl.models import load_model
+
+            load_model(str(staging / "adapter")).save_pretrained(staging / "model", safe_serialization=True)
+            tokenizer.save_pretrained(staging / "model")
+    elif main:
+        staging = Path(tempfile.mkdtemp(dir=out, prefix=".final-"))
+        if is_peft:
+            model.save_pretrained(staging / "adapter", safe_serialization=True)
+            tokenizer.save_pretrained(staging / "adapter")
+        if not is_peft or merge_lora:
+            full = model.merge_and_unload() if is_peft else model
+            full.save_pretrained(staging / "model", safe_serialization=True)
+            tokenizer.save_pretrained(staging / "model")
+    if main:
+        for part in ("adapter", "model"):
+            if (staging / part).exists():
+                target = out / part
+                if target.exists():
+                    shutil.rmtree(target)
+                os.replace(staging / part, target)
+        shutil.rmtree(staging, ignore_errors=True)
+    wait_for_everyone(trainer)
+    return str(out / ("model" if not is_peft or merge_lora else "adapter"))

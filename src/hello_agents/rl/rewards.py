@@ -402,6 +402,9 @@ def to_trl_reward(reward: Reward, failure_reward: float = 0.0) -> Callable[..., 
                 adapter.failures += 1
                 adapter.first_failure = adapter.first_failure or traceback.format_exc()
                 scores.append(float(failure_reward))
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and n:  # the doctor watches format correctness beside the reward
+            log_metric("format", sum(has_answer(_completion_text(c)) for c in completions) / n)
         return scores
 
     adapter.failures = 0  # type: ignore[attr-defined]

@@ -25,6 +25,14 @@ class RLTrainingTool:
             from hello_agents.rl.evaluate import run
 
             return run(cfg)
+        if action == "compare":
+            from hello_agents.rl.evaluate import compare
+
+            return compare(cfg)
+        if action == "export":
+            from hello_agents.rl.export import export
+
+            return export(cfg.model_path, cfg.output_dir, cfg.trust_remote_code)
         if action == "load_dataset":
             return _describe_dataset(cfg)
         return _score(cfg)

@@ -12,6 +12,7 @@ import torch
 
 from hello_agents.rl import data as data_layer
 from hello_agents.rl.config import TrainConfig
+from hello_agents.rl.distributed import from_main_process
 from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
 from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, prepare_output_dir, save_final_model
 from hello_agents.rl.rewards import build_reward, to_trl_reward
@@ -80,7 +81,7 @@ def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
         output = trainer.train(resume_from_checkpoint=resume)
     status = "interrupted" if interrupt.requested else "failed" if nonfinite.error else "completed"
     model_path = ""
-    if status == "completed" and trainer.is_world_process_zero():
+    if status == "completed":  # every rank: DeepSpeed/FSDP gather their shards to save; rank 0 writes
         model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
@@ -97,7 +98,7 @@ def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
         )
     if trainer.is_world_process_zero():
         _write_results(cfg, result)
-    return result
+    return from_main_process(trainer, result)  # only rank 0 saw the logs; every rank returns its result
 
 
 def _add_grpo_callbacks(cfg: TrainConfig, trainer: Any) -> None:
@@ -123,6 +124,12 @@ def _eval_data(cfg: TrainConfig) -> Any:
     return data_layer.load(subset, split=cfg.eval_split)
 
 
+def public_config(cfg: TrainConfig) -> dict[str, Any]:
+    """The run's parameters as JSON: objects (a Dataset, a reward callable) by name."""
+    plain = (str, int, float, bool, type(None), list, dict, tuple)
+    return {k: v if isinstance(v, plain) else getattr(v, "__name__", type(v).__name__) for k, v in cfg.model_dump().items()}
+
+
 def summarise(
     cfg: TrainConfig, trainer: Any, output: Any, monitor: RunMonitor, num_samples: int, model_path: str, runtime: float
 ) -> dict[str, Any]:
@@ -144,6 +151,7 @@ def summarise(
         "train_runtime_s": round(runtime, 2),
         "diagnostics": list(monitor.doctor.findings),
         "use_lora": cfg.use_lora,
+        "config": public_config(cfg),
     }
     if cfg.algorithm == "grpo":
         result.update(
