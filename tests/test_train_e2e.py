@@ -43,7 +43,8 @@ def grpo_run(sft_run: dict, tmp_path_factory: pytest.TempPathFactory) -> tuple[d
     console = io.StringIO()
     with contextlib.redirect_stdout(console):
         result = RLTrainingTool().run({**GRPO_BASE, "model_name": sft_run["output_dir"], "output_dir": str(out),
-                                       "kl_coef": 0.05, "use_lora": True, "lora_rank": 8, "lora_alpha": 16})
+                                       "kl_coef": 0.05, "use_lora": True, "lora_rank": 8, "lora_alpha": 16,
+                                       "log_completions_steps": 4})
     return result, out, console.getvalue()
 
 
@@ -155,3 +156,16 @@ def test_seed_first_example_verbatim(sft_run: dict, gsm8k_dir: str, tmp_path: Pa
     assert isinstance(result["average_reward"], float)
     assert f"{result['average_reward']:.4f}"
     assert Path(result["model_path"], "config.json").is_file()
+
+
+def test_completions_are_logged_for_a_person_to_read(grpo_run: tuple) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, out, console = grpo_run
+    rows = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    assert {r["step"] for r in rows} == {4, 8}
+    assert all("What is" in r["prompt"] and isinstance(r["advantage"], float) and r["rewards"] for r in rows)
+    assert "[sample step 4]" in console
+    acc = EventAccumulator(str(next(out.rglob("events.out.tfevents.*")).parent), size_guidance={"tensors": 0})
+    acc.Reload()
+    assert "train/completions/text_summary" in acc.Tags()["tensors"]

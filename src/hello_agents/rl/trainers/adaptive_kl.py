@@ -20,7 +20,7 @@ class AdaptiveKL(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         kl = (logs or {}).get("kl")
-        if kl is None:
+        if kl is None or state.global_step <= 1:  # the first step's KL is 0 by construction
             return
         if kl > self.high:
             self.trainer.beta = min(self.trainer.beta * self.factor, 10.0)
