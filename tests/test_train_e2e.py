@@ -169,3 +169,19 @@ def test_completions_are_logged_for_a_person_to_read(grpo_run: tuple) -> None:
     acc = EventAccumulator(str(next(out.rglob("events.out.tfevents.*")).parent), size_guidance={"tensors": 0})
     acc.Reload()
     assert "train/completions/text_summary" in acc.Tags()["tensors"]
+
+
+def test_wandb_offline_and_no_secret_leaks(sft_run: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-test-secret-0123456789abcdef0123456789abcdef"
+    monkeypatch.setenv("WANDB_API_KEY", secret)
+    monkeypatch.setenv("WANDB_PROJECT", "hello-agents-grpo")  # the book's way to turn wandb on
+    monkeypatch.setenv("WANDB_LOG_MODEL", "false")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    out = tmp_path / "wandb_run"
+    RLTrainingTool().run({**GRPO_BASE, "model_name": sft_run["model_path"], "output_dir": str(out),
+                          "max_samples": 4, "kl_coef": 0.0, "save_steps": 100})
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert runs and any(runs[0].rglob("*.wandb")), "an offline wandb run was recorded"
+    for file in out.rglob("*"):
+        if file.is_file() and file.suffix in (".json", ".jsonl", ".md", ".txt", ""):
+            assert secret not in file.read_text(errors="ignore"), file

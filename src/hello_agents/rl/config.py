@@ -305,12 +305,12 @@ class CreateRewardConfig(_Base):
 
 
 CONFIGS: dict[str, type[_Base]] = {
+    "train": TrainConfig,
     "evaluate": EvaluateConfig,
     "compare": CompareConfig,
     "export": ExportConfig,
     "load_dataset": LoadDatasetConfig,
     "create_reward": CreateRewardConfig,
-    "train": TrainConfig,
 }
 
 
@@ -367,3 +367,12 @@ def describe_fields(model: type[BaseModel]) -> list[tuple[str, str, str]]:
         rows.append((name, "required" if field.is_required() else repr(default), field.description or ""))
     return rows
 
+
+
+def markdown_tables() -> str:
+    """The README's parameter reference, one table per action (kept in sync by tests/test_readme.py)."""
+    parts = []
+    for action, model in CONFIGS.items():
+        rows = [f"| `{name}` | `{default}` | {text} |" for name, default, text in describe_fields(model) if name != "action"]
+        parts.append(f"#### `{action}`\n\n| key | default | meaning |\n|---|---|---|\n" + "\n".join(rows))
+    return "\n\n".join(parts) + "\n"
