@@ -18,6 +18,7 @@ ACTIONS = {
     "train": "train",
     "evaluate": "evaluate",
     "compare": "compare",
+    "pipeline": "pipeline",
     "export": "export",
     "load-dataset": "load_dataset",
     "create-reward": "create_reward",

@@ -268,6 +268,50 @@ class ExportConfig(_Base):
     trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
 
 
+class PipelineConfig(DataConfig, ModelConfig):
+    """`action: pipeline` -- evaluate the base, SFT, evaluate, GRPO from the SFT model, evaluate, report."""
+
+    output_dir: str = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
+    sft: dict[str, Any] = Field(default_factory=dict, description="SFT parameters (any train key), over the shared ones.")
+    grpo: dict[str, Any] = Field(default_factory=dict, description="GRPO parameters (any train key), over the shared ones.")
+    evaluation: dict[str, Any] = Field(
+        default_factory=dict, description="Evaluation parameters (split, max_samples, max_new_tokens, batch_size...)."
+    )
+    overwrite_output_dir: bool = Field(False, description="Allow re-running into folders that hold finished runs.")
+
+    def stage(self, algorithm: str, model_name: str | None = None) -> "TrainConfig":
+        """One stage's full, validated TrainConfig: shared keys, then the stage's own."""
+        shared = self.model_dump(include=set(DataConfig.model_fields) | set(ModelConfig.model_fields) | {"overwrite_output_dir"})
+        shared.pop("action")
+        overrides = self.sft if algorithm == "sft" else self.grpo
+        params = {**shared, "output_dir": str(Path(self.output_dir) / algorithm), **overrides, "algorithm": algorithm}
+        if model_name is not None:
+            params["model_name"] = model_name
+        return _nested(TrainConfig, params, algorithm)
+
+    def evaluation_config(self, model_path: str) -> "EvaluateConfig":
+        shared = self.model_dump(include=set(DataConfig.model_fields) | {"trust_remote_code", "enable_thinking"})
+        shared.update(action="evaluate", split="test", max_samples=200)
+        return _nested(EvaluateConfig, {**shared, **self.evaluation, "model_path": model_path}, "evaluation")
+
+    @model_validator(mode="after")
+    def _stages_are_valid(self) -> "PipelineConfig":
+        self.stage("sft")
+        self.stage("grpo", model_name=self.model_name)  # the SFT model does not exist yet: check the rest
+        self.evaluation_config(self.model_name)
+        return self
+
+
+def _nested(model: type[BaseModel], params: dict[str, Any], section: str) -> Any:
+    unknown = [key for key in params if key not in model.model_fields]
+    if unknown:
+        raise ValueError(f"`{section}.{unknown[0]}`: unknown parameter{_did_you_mean(unknown[0], list(model.model_fields))}")
+    try:
+        return model(**params)
+    except ValidationError as error:
+        raise ValueError(f"`{section}`: " + _first_error(error, model)) from None
+
+
 class LoadDatasetConfig(DataConfig):
     """`action: load_dataset` -- size, columns and a formatted sample."""
 
@@ -309,6 +353,7 @@ CONFIGS: dict[str, type[_Base]] = {
     "evaluate": EvaluateConfig,
     "compare": CompareConfig,
     "export": ExportConfig,
+    "pipeline": PipelineConfig,
     "load_dataset": LoadDatasetConfig,
     "create_reward": CreateRewardConfig,
 }

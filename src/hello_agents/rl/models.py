@@ -54,6 +54,11 @@ def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
 
     name = resolve_model_source(name)
     source = _base_of_adapter(name) if is_adapter_dir(name) and not _has_tokenizer(name) else name
+    if Path(source).is_dir() and not _has_tokenizer(source):
+        raise ConfigError(
+            f"`model_name`: could not load Tokenizer from the folder {source}: it has no tokenizer files "
+            "(tokenizer.json, tokenizer_config.json or tokenizer.model); copy them from the base model"
+        )
     tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=trust_remote_code)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -80,7 +85,7 @@ def load_model(name: str, trust_remote_code: bool = False, dtype: torch.dtype | 
 
 
 def _has_tokenizer(folder: str) -> bool:
-    return any((Path(folder) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+    return any((Path(folder) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
 
 
 def _base_of_adapter(folder: str) -> str:

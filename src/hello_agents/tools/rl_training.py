@@ -25,6 +25,10 @@ class RLTrainingTool:
             from hello_agents.rl.evaluate import run
 
             return run(cfg)
+        if action == "pipeline":
+            from hello_agents.rl.pipeline import run_pipeline
+
+            return run_pipeline(cfg)
         if action == "compare":
             from hello_agents.rl.evaluate import compare
 
