@@ -78,8 +78,10 @@ def test_model_folders_without_config_or_tokenizer(tiny_model: str, tmp_path: Pa
     _assert_no_output(tmp_path)
 
 
-def test_unreachable_hub_id_fails_fast_with_the_fix(tmp_path: Path) -> None:
+def test_unreachable_hub_id_fails_fast_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")  # as a user would run it: no hint that we are offline
 
     started = time.time()
     with pytest.raises(ConfigError, match="Qwen/Qwen3-0.6B-typo.*local folder"):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +111,21 @@ def _from_pretrained(cls: Any, name: str, **kwargs: Any) -> Any:
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    """Offline by setting, or because the hub cannot be reached (then only the local cache is tried)."""
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or not _hub_reachable()
+
+
+@functools.cache
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One quick connection instead of huggingface_hub's retries with back-off (about a minute offline)."""
+    from urllib.parse import urlparse
+
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def lora_config(rank: int, alpha: int, dropout: float, target_modules: str | list[str]) -> Any:
