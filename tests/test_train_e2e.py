@@ -185,3 +185,11 @@ def test_wandb_offline_and_no_secret_leaks(sft_run: dict, tmp_path: Path, monkey
     for file in out.rglob("*"):
         if file.is_file() and file.suffix in (".json", ".jsonl", ".md", ".txt", ""):
             assert secret not in file.read_text(errors="ignore"), file
+
+
+def test_eval_steps_evaluate_on_the_eval_split(sft_run: dict, tmp_path: Path) -> None:
+    out = tmp_path / "with_eval"
+    RLTrainingTool().run({**GRPO_BASE, "model_name": sft_run["model_path"], "output_dir": str(out), "max_samples": 8,
+                          "kl_coef": 0.0, "save_steps": 100, "eval_steps": 2, "eval_samples": 4, "eval_split": "test"})
+    evals = [m for m in _metrics(out) if "eval_reward" in m]
+    assert [m["step"] for m in evals] == [2, 4]
