@@ -268,21 +268,22 @@ class ExportConfig(_Base):
     trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
 
 
-class PipelineConfig(DataConfig, ModelConfig):
-    """`action: pipeline` -- evaluate the base, SFT, evaluate, GRPO from the SFT model, evaluate, report."""
+class PipelineConfig(TrainConfig):
+    """`action: pipeline` -- evaluate the base, SFT, evaluate, GRPO from the SFT model, evaluate, report.
 
-    output_dir: str = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
+    Any train key at the top level applies to both stages; `sft` and `grpo` override it per stage.
+    """
+
+    output_dir: str | None = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
     sft: dict[str, Any] = Field(default_factory=dict, description="SFT parameters (any train key), over the shared ones.")
     grpo: dict[str, Any] = Field(default_factory=dict, description="GRPO parameters (any train key), over the shared ones.")
     evaluation: dict[str, Any] = Field(
         default_factory=dict, description="Evaluation parameters (split, max_samples, max_new_tokens, batch_size...)."
     )
-    overwrite_output_dir: bool = Field(False, description="Allow re-running into folders that hold finished runs.")
 
     def stage(self, algorithm: str, model_name: str | None = None) -> "TrainConfig":
-        """One stage's full, validated TrainConfig: shared keys, then the stage's own."""
-        shared = self.model_dump(include=set(DataConfig.model_fields) | set(ModelConfig.model_fields) | {"overwrite_output_dir"})
-        shared.pop("action")
+        """One stage's full, validated TrainConfig: the keys the user set at the top, then the stage's own."""
+        shared = self.model_dump(exclude_unset=True, exclude={"action", "algorithm", "sft", "grpo", "evaluation"})
         overrides = self.sft if algorithm == "sft" else self.grpo
         params = {**shared, "output_dir": str(Path(self.output_dir) / algorithm), **overrides, "algorithm": algorithm}
         if model_name is not None:
@@ -290,9 +291,10 @@ class PipelineConfig(DataConfig, ModelConfig):
         return _nested(TrainConfig, params, algorithm)
 
     def evaluation_config(self, model_path: str) -> "EvaluateConfig":
-        shared = self.model_dump(include=set(DataConfig.model_fields) | {"trust_remote_code", "enable_thinking"})
-        shared.update(action="evaluate", split="test", max_samples=200)
-        return _nested(EvaluateConfig, {**shared, **self.evaluation, "model_path": model_path}, "evaluation")
+        keys = (set(DataConfig.model_fields) - {"action", "split", "max_samples"}) | {"trust_remote_code", "enable_thinking"}
+        shared = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in keys}
+        params = {"max_samples": 200, **shared, "action": "evaluate", "split": "test", **self.evaluation}
+        return _nested(EvaluateConfig, {**params, "model_path": model_path}, "evaluation")
 
     @model_validator(mode="after")
     def _stages_are_valid(self) -> "PipelineConfig":

@@ -40,6 +40,7 @@ def trl_args(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> dict[
         "bf16": bf16,
         "model_init_kwargs": None,
         "trust_remote_code": cfg.trust_remote_code,
+        "ddp_find_unused_parameters": False,  # every trainable weight gets a gradient; skips DDP's extra graph walk
     }
     if cfg.eval_steps:
         common.update(eval_strategy="steps", eval_steps=cfg.eval_steps)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import math
 import time
 from pathlib import Path
@@ -30,7 +31,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             result = _train_once(cfg, resume)
             break
         except torch.OutOfMemoryError:
-            smaller = backoff(cfg) if cfg.oom_backoff else None
+            # one rank cannot shrink alone: the others would wait for it forever
+            smaller = backoff(cfg) if cfg.oom_backoff and int(os.environ.get("WORLD_SIZE", "1")) == 1 else None
             if smaller is None:
                 raise
             cfg, change = smaller
