@@ -1,23 +1,29 @@
-"""Faster GRPO on TRL's own loss: a lean sampler replaces `model.generate` for the rollouts.
+"""Faster GRPO on TRL's own loss: the same trainer, the slow parts done leaner (docs/performance.md).
 
-Where a GRPO step's time goes (tiny Qwen3 on CPU): about half is `model.generate`, and for small and
-mid-sized models most of that is not matrix products but per-token Python overhead -- the HF forward
-(mask building, cache objects, module hooks, PEFT's LoRA wrappers) and generate's machinery (logits
-processors, stopping criteria). `FastGRPOTrainer` keeps everything of TRL's GRPOTrainer -- prompts,
-rewards, advantages, the reference model and KL, the clipped importance-ratio loss -- and only swaps
-the rollout for `sample()`: a plain loop over a functional copy of the decoder that
+`FastGRPOTrainer` is TRL's GRPOTrainer -- prompts, rewards, group advantages, the reference model and
+KL, the clipped importance-ratio loss, logging -- with four replacements, each exact or documented:
 
-* merges LoRA into the weights once per rollout (and fuses q/k/v and gate/up into one matmul each),
-  so a decode step is ~15 tensor ops per layer instead of ~60, and no LoRA matmuls;
-* keeps a preallocated KV cache and one boolean padding mask, no cache objects or mask factories;
-* samples with temperature / top-k / top-p exactly like transformers' processors, stops rows at
-  EOS and the whole batch once every row has ended, and never exceeds max_new_tokens;
-* returns each sampled token's log-probability under the temperature-scaled policy, the quantity
-  TRL's training forward computes (`tests/test_performance_semantics.py` checks they agree).
+1. Rollouts: `sample()` instead of `model.generate`. For small and mid-sized models generate is mostly
+   per-token Python overhead (mask building, cache objects, logits processors, PEFT's LoRA wrappers).
+   `FastDecoder` is a functional view of a Llama-family decoder: LoRA merged into the weights once per
+   rollout, q/k/v and gate/up fused into one matmul each, q/k norm and RoPE applied to all heads at once,
+   a preallocated (growing) KV cache, and each distinct prompt prefilled once for its whole group.
+   Sampling is transformers' temperature/top-k/top-p; rows stop at EOS, never past max_new_tokens; each
+   token's log-prob under the temperature-scaled policy comes back too (what TRL's forward computes).
+   Rollouts run without dropout (TRL's generate runs in train mode, so LoRA dropout is live there).
+2. Training forward: `shared_prefix_logps()` computes each distinct prompt once per batch (a GRPO batch
+   holds it num_generations times), keeps its KV cache in the autograd graph, indexes it out to the
+   completions and scores them through TRL's own fused LM head. Same values and gradients; LoRA dropout
+   on prompt tokens is drawn once per group instead of once per row (the same in expectation).
+3. Reference (and any dropout-free) log-probs: `score()` runs the functional decoder without gradients,
+   with the adapter off exactly as TRL's `use_adapter` leaves it -- no dropout involved, so exact.
+4. LoRA dropout on CPU: `FastDropout`, the same Bernoulli mask from a quarter of the random draws
+   (p rounded to a multiple of 2^-15).
 
-Anything it does not cover (vLLM, continuous batching, images, DeepSpeed/FSDP, repetition penalty,
-min_p, extra generation kwargs, non Llama-family architectures, quantized or DoRA layers) falls back
-to TRL's own generation, unchanged. `HELLO_AGENTS_FAST_GENERATION=0` turns it off (for A/B runs).
+Anything outside that (vLLM, continuous batching, images, DeepSpeed/FSDP, a DDP-wrapped training
+forward, gradient checkpointing, repetition penalty, min_p, extra generation kwargs, non Llama-family
+or sliding-window models, quantized or DoRA layers) falls back to TRL's own code, unchanged.
+`HELLO_AGENTS_FAST=0` in the environment turns all of it off (A/B runs, bisecting).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
-ENV_SWITCH = "HELLO_AGENTS_FAST_GENERATION"
+ENV_SWITCH = "HELLO_AGENTS_FAST"
 
 
 class Unsupported(Exception):
@@ -47,6 +53,57 @@ class Unsupported(Exception):
 
 def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# --- a cheaper LoRA dropout on CPU ----------------------------------------------------------------------------
+
+
+class FastDropout(torch.nn.Module):
+    """nn.Dropout(p) whose mask costs a quarter of the random draws: on CPU `bernoulli_` draws one 32-bit
+    number per element, this draws one 64-bit number per four elements (15 random bits each).
+
+    Each element is still dropped independently, with probability round(p * 2**15) / 2**15 (p = 0.05 ->
+    0.049988), and survivors are scaled by 1 / (1 - that probability), so the expectation is exact. Eval
+    mode is the identity, like nn.Dropout. A different random stream than nn.Dropout, not a different model.
+    """
+
+    BITS = 15
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = float(p)
+        self.threshold = round(self.p * 2**self.BITS)
+        self.scale = 1.0 / (1.0 - self.threshold / 2**self.BITS)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.threshold == 0:
+            return x
+        n = x.numel()
+        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
+        lanes = words.view(torch.int16)[:n].view(x.shape) & (2**self.BITS - 1)
+        return x * ((lanes >= self.threshold) * self.scale).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, quantised to {self.threshold}/2^{self.BITS}"
+
+
+def use_fast_dropout(model: Any) -> int:
+    """Swap every LoRA dropout of `model` (PEFT) for FastDropout, on CPU only; returns how many."""
+    if not enabled():
+        return 0
+    swapped = 0
+    for module in model.modules():
+        dropouts = getattr(module, "lora_dropout", None)
+        if not isinstance(dropouts, torch.nn.ModuleDict):
+            continue
+        for name, dropout in list(dropouts.items()):
+            weight = getattr(module, "weight", None)
+            if type(dropout) is torch.nn.Dropout and dropout.p > 0 and (weight is None or weight.device.type == "cpu"):
+                fast_dropout = FastDropout(dropout.p)
+                fast_dropout.train(dropout.training)
+                dropouts[name] = fast_dropout
+                swapped += 1
+    return swapped
 
 
 # --- a functional copy of the decoder ------------------------------------------------------------------
@@ -62,8 +119,8 @@ class _Linear:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         y = F.linear(x, self.weight, self.bias)
-        for a, b, scale in self.loras:
-            y = y + F.linear(F.linear(x, a), b) * scale
+        for a, b, scale in self.loras:  # PEFT may keep adapters in float32 under a bf16 base: cast like it does
+            y = y + (F.linear(F.linear(x.to(a.dtype), a), b) * scale).to(y.dtype)
         return y
 
     def merged_weight(self) -> torch.Tensor:
@@ -111,8 +168,7 @@ def _linear(module: Any) -> _Linear:
 class _Layer:
     in_norm: tuple[torch.Tensor, float]
     post_norm: tuple[torch.Tensor, float]
-    q_norm: tuple[torch.Tensor, float] | None
-    k_norm: tuple[torch.Tensor, float] | None
+    qk_norm: tuple[torch.Tensor, float] | None  # Qwen3's per-head q/k norms as one [heads_q + heads_kv, D] norm
     qkv: list[_Linear]  # one fused projection, or q, k, v
     o: _Linear
     gate_up: list[_Linear]  # one fused projection, or gate, up
@@ -127,14 +183,16 @@ def _norm(module: Any) -> tuple[torch.Tensor, float]:
 
 
 def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
-    # exactly the HF RMSNorm of this family: normalise in float32, cast back, then scale
+    # the HF RMSNorm of this family: normalise in float32, cast back, then scale (one op in float32)
     weight, eps = norm
+    if x.dtype == torch.float32 and weight.dtype == torch.float32 and weight.dim() == 1:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    # x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, D/2) * [-sin_1, sin_2]
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class FastDecoder:
@@ -153,6 +211,9 @@ class FastDecoder:
             kind == "mistral" and getattr(config, "sliding_window", None)
         ):
             raise Unsupported("sliding-window attention")
+        for scaled in ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier"):
+            if getattr(config, scaled, None) not in (None, 1.0):
+                raise Unsupported(f"{scaled} on the logits")
         inner = base.model
         if type(inner.embed_tokens) is not torch.nn.Embedding:
             raise Unsupported("adapted or custom embeddings")
@@ -177,8 +238,7 @@ class FastDecoder:
                 _Layer(
                     in_norm=_norm(layer.input_layernorm),
                     post_norm=_norm(layer.post_attention_layernorm),
-                    q_norm=_norm(attn.q_norm) if hasattr(attn, "q_norm") else None,
-                    k_norm=_norm(attn.k_norm) if hasattr(attn, "k_norm") else None,
+                    qk_norm=self._qk_norm(attn),
                     qkv=[q, k, v],
                     o=o,
                     gate_up=[gate, up],
@@ -193,11 +253,22 @@ class FastDecoder:
                 layer.o, layer.down = _fuse([layer.o]), _fuse([layer.down])
             self.lm_head = _fuse([self.lm_head]) if self.lm_head.loras else self.lm_head
 
+    def _qk_norm(self, attn: Any) -> tuple[torch.Tensor, float] | None:
+        if not hasattr(attn, "q_norm"):
+            return None
+        (wq, eps_q), (wk, eps_k) = _norm(attn.q_norm), _norm(attn.k_norm)
+        if eps_q != eps_k or wq.shape != (self.head_dim,) or wk.shape != (self.head_dim,):
+            raise Unsupported("q/k norms of this shape")
+        weight = torch.cat([wq.expand(self.num_heads, -1), wk.expand(self.num_kv_heads, -1)])
+        return weight, eps_q
+
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin for integer positions [B, S], from the model's own rotary module (any rope scaling)."""
+        """cos and signed sin for integer positions [B, S] as [B, S, 1, D], from the model's own rotary module."""
         probe = self.embed.new_empty(1)
         cos, sin = self.rotary(probe, positions)
-        return cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, S, D]
+        half = sin.shape[-1] // 2
+        signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+        return cos.unsqueeze(2), signed_sin.unsqueeze(2)
 
     def forward(
         self,
@@ -219,19 +290,18 @@ class FastDecoder:
         for layer, (keys, values) in zip(self.layers, cache):
             x = _rms(h, layer.in_norm)
             if len(layer.qkv) == 1:
-                q, k, v = layer.qkv[0](x).split([nq * d, nkv * d, nkv * d], dim=-1)
+                qkv = layer.qkv[0](x)
+                qk, v = qkv[..., : (nq + nkv) * d], qkv[..., (nq + nkv) * d :]
             else:
                 q, k, v = (proj(x) for proj in layer.qkv)
-            q = q.view(batch, length, nq, d)
-            k = k.view(batch, length, nkv, d)
-            if layer.q_norm is not None:
-                q, k = _rms(q, layer.q_norm), _rms(k, layer.k_norm)
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-            v = v.view(batch, length, nkv, d).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+                qk = torch.cat([q, k], dim=-1)
+            qk = qk.view(batch, length, nq + nkv, d)  # q and k heads side by side: one norm, one rope
+            if layer.qk_norm is not None:
+                qk = _rms(qk, layer.qk_norm)
+            qk = _rope(qk, cos, sin).transpose(1, 2)
+            q, k = qk[:, :nq], qk[:, nq:]
             keys[:, :, start:end] = k
-            values[:, :, start:end] = v
+            values[:, :, start:end] = v.view(batch, length, nkv, d).transpose(1, 2)
             attn = F.scaled_dot_product_attention(
                 q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, scale=self.scaling, enable_gqa=nq != nkv
             )
@@ -265,6 +335,107 @@ def _filter(logits: torch.Tensor, top_k: int | None, top_p: float) -> torch.Tens
     return logits
 
 
+def _prefill(
+    decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, extra: int, reserve: int | None = None
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A KV cache for left-padded prompts [B, P] with room for `extra` more tokens per row; each distinct
+    prompt is computed once (a GRPO batch repeats each prompt num_generations times) and copied to its rows.
+
+    Returns the cache, the hidden state after the last prompt token [B, H], rope tables for all P + extra
+    slots, and the key-validity mask [B, P + extra] (prompt pads False, everything after them True).
+    The cache holds P + `reserve` slots (default all); `_grow` adds more.
+    """
+    batch, length = prompts.shape
+    device = prompts.device
+    unique, inverse = torch.unique(prompts.masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True)
+    first = torch.zeros(unique.size(0), dtype=torch.long, device=device).scatter_(
+        0, inverse, torch.arange(batch, device=device)
+    )  # any row of each group
+    valid = torch.cat([prompt_mask.bool(), torch.ones((batch, extra), dtype=torch.bool, device=device)], dim=1)
+    positions = (valid.long().cumsum(-1) - 1).clamp(min=0)  # pad-invariant positions
+    cos, sin = decoder.rope(positions)
+
+    def buffers(rows: int, slots: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        shape = (rows, decoder.num_kv_heads, slots, decoder.head_dim)
+        return [
+            (torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
+            for _ in decoder.layers
+        ]
+
+    # causal over the prompt, never attending pads; each position may see itself, so padded query rows stay
+    # finite (their outputs are never read and their keys are masked for every query)
+    prefix = buffers(unique.size(0), length)
+    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    mask = (causal & valid[first, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
+    hidden = decoder.forward(prompts[first], (cos[first, :length], sin[first, :length]), prefix, 0, mask)[:, -1]
+    cache = buffers(batch, length + (extra if reserve is None else min(reserve, extra)))
+    for (keys, values), (prefix_keys, prefix_values) in zip(cache, prefix):
+        keys[:, :, :length] = prefix_keys[inverse]
+        values[:, :, :length] = prefix_values[inverse]
+    return cache, hidden[inverse], (cos, sin), valid
+
+
+def _grow(cache: list[tuple[torch.Tensor, torch.Tensor]], slots: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The same cache with room for `slots` tokens (amortised doubling, like a dynamic cache, not a static one)."""
+    def grown(t: torch.Tensor) -> torch.Tensor:
+        more = t.new_empty(t.shape[0], t.shape[1], slots - t.shape[2], t.shape[3])
+        return torch.cat([t, more], dim=2)
+
+    return [(grown(k), grown(v)) for k, v in cache]
+
+
+KV_RESERVE = 64  # decode slots allocated up front; completions that run longer double it as they go
+LOGITS_CHUNK_BYTES = 64 * 2**20  # scoring materialises logits for this many bytes of rows at a time
+
+
+@torch.no_grad()
+def score(
+    decoder: FastDecoder,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """Per-token log-probs of the last `logits_to_keep` tokens of left-padded prompt + right-padded completion
+    rows -- TRL's `_get_per_token_logps_and_entropies` without gradients (0 where the mask is 0)."""
+    batch, total = input_ids.shape
+    length = total - logits_to_keep
+    completion = input_ids[:, length:]
+    cache, last, (cos, sin), valid = _prefill(decoder, input_ids[:, :length], attention_mask[:, :length], logits_to_keep - 1)
+    hidden = last[:, None]
+    if logits_to_keep > 1:
+        steps = logits_to_keep - 1
+        causal = torch.ones(steps, steps, dtype=torch.bool, device=input_ids.device).tril()
+        mask = torch.cat([valid[:, None, None, :length].expand(batch, 1, steps, length), causal.expand(batch, 1, -1, -1)], -1)
+        rope = (cos[:, length : length + steps], sin[:, length : length + steps])
+        hidden = torch.cat([hidden, decoder.forward(completion[:, :-1], rope, cache, length, mask)], dim=1)
+    del cache
+    vocab = decoder.embed.shape[0]
+    rows = max(1, LOGITS_CHUNK_BYTES // (4 * vocab * logits_to_keep))
+    logps = []
+    for start in range(0, batch, rows):
+        logits = decoder.logits(hidden[start : start + rows]) / temperature
+        logps.append(logits.log_softmax(-1).gather(-1, completion[start : start + rows, :, None]).squeeze(-1))
+    return torch.cat(logps) * attention_mask[:, length:]
+
+
+def no_active_dropout(model: Any) -> bool:
+    """True when a forward of `model` right now is deterministic (eval mode, or every live dropout is 0)."""
+    if not model.training:
+        return True
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(base.config, "attention_dropout", 0.0):
+        return False
+    for module in base.modules():
+        dropouts = getattr(module, "lora_dropout", None)
+        if dropouts is None or getattr(module, "disable_adapters", False) or getattr(module, "merged", False):
+            continue
+        for name in module.active_adapters:
+            if name in dropouts and isinstance(dropouts[name], torch.nn.Dropout) and dropouts[name].p > 0:
+                return False
+    return True
+
+
 @torch.no_grad()
 def sample(
     model: Any,
@@ -288,24 +459,14 @@ def sample(
     device = decoder.embed.device
     batch = len(prompt_ids)
     longest = max(len(p) for p in prompt_ids)
-    ids = torch.full((batch, longest), pad_token_id, dtype=torch.long)
-    valid = torch.zeros((batch, longest + max_new_tokens), dtype=torch.bool)
-    for row, prompt in enumerate(prompt_ids):
-        ids[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-        valid[row, longest - len(prompt) :] = True  # prompt and every generated slot
-    ids, valid = ids.to(device), valid.to(device)
-    positions = (valid.long().cumsum(-1) - 1).clamp(min=0)  # pad-invariant positions
-    cos, sin = decoder.rope(positions)
-    shape = (batch, decoder.num_kv_heads, longest + max_new_tokens, decoder.head_dim)
-    cache = [
-        (torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
-        for _ in decoder.layers
-    ]
-    # prefill: causal over the prompt, never attending pads; every position may see itself, so padded
-    # query rows stay finite (their outputs are never read and their keys are masked for everyone)
-    causal = torch.ones(longest, longest, dtype=torch.bool, device=device).tril()
-    mask = (causal & valid[:, None, None, :longest]) | torch.eye(longest, dtype=torch.bool, device=device)
-    hidden = decoder.forward(ids, (cos[:, :, :longest], sin[:, :, :longest]), cache, 0, mask)[:, -1]
+    prompts = torch.full((batch, longest), pad_token_id, dtype=torch.long)
+    prompt_mask = torch.zeros((batch, longest), dtype=torch.long)
+    for row, prompt in enumerate(prompt_ids):  # left padding, like TRL
+        prompts[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        prompt_mask[row, longest - len(prompt) :] = 1
+    cache, hidden, (cos, sin), valid = _prefill(
+        decoder, prompts.to(device), prompt_mask.to(device), max_new_tokens, reserve=KV_RESERVE
+    )
     eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     tokens, logps = [], []
@@ -326,7 +487,9 @@ def sample(
         if step + 1 == max_new_tokens or bool(done.all()):
             break
         slot = longest + step
-        rope = (cos[:, :, slot : slot + 1], sin[:, :, slot : slot + 1])
+        if slot >= cache[0][0].shape[2]:
+            cache = _grow(cache, min(longest + max_new_tokens, 2 * cache[0][0].shape[2]))
+        rope = (cos[:, slot : slot + 1], sin[:, slot : slot + 1])
         hidden = decoder.forward(token[:, None], rope, cache, slot, valid[:, None, None, : slot + 1])[:, -1]
     token_rows = torch.stack(tokens, dim=1).tolist()
     logp_rows = torch.stack(logps, dim=1).tolist()
@@ -346,17 +509,115 @@ def fast_decoder_or_reason(model: Any) -> tuple[FastDecoder | None, str | None]:
         return None, str(why)
 
 
+BUCKET_OVERHEAD_TOKENS = 256  # padding worth one more forward call
+MAX_BUCKETS = 4
+
+
+def length_buckets(lengths: list[int]) -> list[tuple[list[int], int]]:
+    """Rows grouped by completion length so each group pads only to its own longest: (rows, width) pairs.
+
+    One long completion would otherwise pad every row of the batch to its length (TRL pads to the batch's
+    longest), multiplying the forward's compute and activation memory. Adjacent length groups are merged
+    while merging adds less padding than BUCKET_OVERHEAD_TOKENS, and down to MAX_BUCKETS groups.
+    """
+    by_length: dict[int, list[int]] = {}
+    for row, length in enumerate(lengths):
+        by_length.setdefault(int(length), []).append(row)
+    buckets = [(rows, length) for length, rows in sorted(by_length.items())]
+    while len(buckets) > 1:
+        costs = [len(lo[0]) * (hi[1] - lo[1]) for lo, hi in zip(buckets, buckets[1:])]
+        best = min(range(len(costs)), key=costs.__getitem__)
+        if costs[best] >= BUCKET_OVERHEAD_TOKENS and len(buckets) <= MAX_BUCKETS:
+            break
+        (low, _), (high, width) = buckets[best], buckets[best + 1]
+        buckets[best : best + 2] = [(low + high, width)]
+    return buckets
+
+
+# --- log-probabilities with the prompt computed once per group ------------------------------------------------
+
+
+def shared_prefix_blocker(model: Any, compute_aux_loss: bool = False, extra: dict | None = None) -> str | None:
+    """Why the shared-prompt forward cannot stand in for TRL's full forward here (None: it can)."""
+    if not enabled():
+        return f"{ENV_SWITCH}=0"
+    if compute_aux_loss or any(v is not None for v in (extra or {}).values()):
+        return "multimodal inputs or MoE aux loss"
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    if getattr(config, "model_type", None) not in SUPPORTED_MODEL_TYPES:
+        return "model type"
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    if any(t != "full_attention" for t in layer_types) or (
+        config.model_type == "mistral" and getattr(config, "sliding_window", None)
+    ):
+        return "sliding-window attention"
+    if getattr(base, "is_gradient_checkpointing", False):
+        return "gradient checkpointing"
+    return None
+
+
+def _cache_kwarg(model: Any) -> str:
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.model.forward).parameters else "past_key_values"
+
+
+def shared_prefix_logps(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, compute_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """TRL's per-token log-probs (and entropies) of the last `logits_to_keep` tokens, computing each distinct
+    prompt once: a forward over the unique prompts fills a KV cache (kept in the autograd graph), the cache is
+    indexed out to every completion of the group, and one forward over the completions scores them through
+    TRL's fused LM head. Same positions, masks and head as TRL's full forward; a GRPO batch holds each
+    prompt num_generations times, so prompt tokens cost 1/num_generations of before. None if no prompt repeats.
+    """
+    prompt_len = input_ids.size(1) - logits_to_keep
+    if prompt_len < 2:
+        return None
+    prompts = input_ids[:, :prompt_len].masked_fill(attention_mask[:, :prompt_len] == 0, -1)
+    unique, inverse = torch.unique(prompts, dim=0, return_inverse=True)
+    if unique.size(0) == input_ids.size(0):
+        return None
+    first = torch.zeros(unique.size(0), dtype=torch.long, device=input_ids.device)
+    first.scatter_(0, inverse, torch.arange(input_ids.size(0), device=input_ids.device))  # any row of each group
+    key = _cache_kwarg(model)
+    prefix = model(
+        input_ids=input_ids[first, : prompt_len - 1],
+        attention_mask=attention_mask[first, : prompt_len - 1],
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = getattr(prefix, key, None)
+    if cache is None:
+        cache = prefix.past_key_values
+    cache.batch_select_indices(inverse)
+    suffix = input_ids[:, prompt_len - 1 :]
+    labels = suffix.masked_fill(attention_mask[:, prompt_len - 1 :] == 0, -100)
+    labels[:, 0] = -100  # the last prompt token only predicts the first completion token
+    outputs = model(input_ids=suffix, attention_mask=attention_mask, labels=labels, fused_lm_head=True, **{key: cache})
+    logps = outputs.log_probs[:, -logits_to_keep:]
+    entropies = outputs.entropy[:, -logits_to_keep:] if compute_entropy else None
+    return logps, entropies
+
+
 # --- the trainer --------------------------------------------------------------------------------------
 
 
 def fast_grpo_trainer_class() -> type:
-    """GRPOTrainer with the lean sampler for rollouts (TRL imported lazily, like the rest of the package)."""
+    """GRPOTrainer with the lean sampler and shared-prompt forwards (TRL imported lazily, like the package)."""
     from trl import GRPOTrainer
+    from trl.extras.profiling import profiling_context
 
     class FastGRPOTrainer(GRPOTrainer):
-        """TRL's GRPOTrainer; only `_generate_single_turn` differs, and only where it is exact."""
+        """TRL's GRPOTrainer; only rollouts and per-token log-prob forwards differ, each falling back to TRL's."""
 
         _fast_reason: str | None = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            use_fast_dropout(self.model)
 
         def _fast_generation_blocker(self, images: Any, multimodal_fields: Any) -> str | None:
             args = self.args
@@ -374,6 +635,56 @@ def fast_grpo_trainer_class() -> type:
             ]
             return next((reason for blocked, reason in checks if blocked), None)
 
+        def _get_per_token_logps_and_entropies(
+            self,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=None,
+            compute_entropy=False,
+            compute_aux_loss=False,
+            **extra,
+        ):
+            unwrapped = self.accelerator.unwrap_model(model)
+            blocker = (
+                (self.is_deepspeed_enabled or self.is_fsdp_enabled) and "DeepSpeed/FSDP"
+            ) or shared_prefix_blocker(unwrapped, compute_aux_loss, extra)
+            if not blocker and unwrapped is not model and torch.is_grad_enabled():
+                blocker = "DDP-wrapped model"  # two forwards per backward through DDP's reducer: not here
+            if blocker:
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra
+                )
+            decoder = None
+            if not torch.is_grad_enabled() and not compute_entropy and no_active_dropout(unwrapped):
+                decoder, _ = fast_decoder_or_reason(unwrapped)  # the reference (adapter off), eval forwards
+            batch_size = batch_size or input_ids.size(0)
+            prompt_len = input_ids.size(1) - logits_to_keep
+            lengths = attention_mask[:, prompt_len:].sum(dim=1).tolist()
+            parts, order = [], []
+            for rows, width in length_buckets(lengths):
+                # each bucket padded to its own longest completion, not the batch's (right padding: exact)
+                width = max(width, 1)
+                for start in range(0, len(rows), batch_size):
+                    index = torch.tensor(rows[start : start + batch_size], device=input_ids.device)
+                    ids = input_ids[index, : prompt_len + width]
+                    mask = attention_mask[index, : prompt_len + width]
+                    with self.accelerator.autocast():
+                        if decoder is not None:
+                            with profiling_context(self, "fast.score"):
+                                part = (score(decoder, ids, mask, width, self.temperature), None)
+                        else:
+                            part = shared_prefix_logps(unwrapped, ids, mask, width, compute_entropy)
+                    if part is None:  # no prompt repeats in these rows: TRL's own forward
+                        part = super()._get_per_token_logps_and_entropies(model, ids, mask, width, None, compute_entropy)[:2]
+                    parts.append(tuple(None if t is None else F.pad(t, (0, logits_to_keep - width)) for t in part))
+                    order.append(index)
+            restore = torch.argsort(torch.cat(order))
+            logps = torch.cat([p[0] for p in parts])[restore]
+            entropies = torch.cat([p[1] for p in parts])[restore] if compute_entropy else None
+            return logps, entropies, None
+
         def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
             blocker = self._fast_generation_blocker(images, multimodal_fields) or has_tool_images and "tool images"
             decoder = None
@@ -387,8 +698,6 @@ def fast_grpo_trainer_class() -> type:
                 return super()._generate_single_turn(
                     prompt_ids, images, multimodal_fields, num_generations, has_tool_images
                 )
-            from trl.extras.profiling import profiling_context
-
             with profiling_context(self, "fast.sample"):
                 completion_ids, logprobs = sample(
                     model,

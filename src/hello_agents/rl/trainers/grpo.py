@@ -21,10 +21,13 @@ def build_grpo_trainer(
     device: str,
     bf16: bool,
 ) -> Any:
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
+
+    from hello_agents.rl.trainers.fast import fast_grpo_trainer_class
 
     keep = ["prompt", "ground_truth"]  # the reward reads ground_truth; nothing else is needed
-    return GRPOTrainer(
+    # TRL's GRPOTrainer with a lean sampler and shared-prompt forwards (docs/performance.md); same loss
+    return fast_grpo_trainer_class()(
         model=model,
         reward_funcs=[reward_fn],  # already adapted: see rewards.to_trl_reward
         args=GRPOConfig(**trl_args(cfg, device, bf16)),

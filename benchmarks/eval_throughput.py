@@ -1,0 +1,105 @@
+"""Evaluation throughput: our batched `evaluate.generate` vs one prompt at a time (the old tool's loop).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/eval_throughput.py --repeats 3
+
+Greedy answers to the 250 held-out arithmetic questions from the SFT'd tiny Qwen3 that
+grpo_throughput.py prepares (built on first use), max_new_tokens 32. Variants, alternated in-process:
+
+* one_at_a_time -- for each question: tokenize, `model.generate(max_new_tokens, greedy)`, decode
+                   (what the old hello-agents tool did);
+* batched_32    -- `hello_agents.rl.evaluate.generate`, batch_size 32 (EvaluateConfig's default);
+* batched_125   -- the same with 125 questions per batch (what the demo uses);
+* lean_125      -- the GRPO lean sampler (trainers/fast.py) greedy, 125 per batch: not wired into
+                   `evaluate` (shown for what it would add).
+
+Reported: questions/s (wall and CPU), accuracy of each (they must agree), and ratios to one_at_a_time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--questions", type=int, default=250)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--workdir", default=os.environ.get("HELLO_AGENTS_BENCH_DIR", "/tmp/hello_agents_bench"))
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from grpo_throughput import prepare
+    from hello_agents.rl.data import render_prompt
+    from hello_agents.rl.data.arithmetic import make_dataset
+    from hello_agents.rl.evaluate import generate
+    from hello_agents.rl.models import load_model, load_tokenizer
+    from hello_agents.rl.rewards import is_correct
+    from hello_agents.rl.trainers.fast import sample
+
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_path = prepare(workdir)
+    tokenizer, model = load_tokenizer(model_path), load_model(model_path).eval()
+    rows = list(make_dataset("test", None, 0))[: args.questions]
+    prompts = [render_prompt(tokenizer, row["prompt"]) for row in rows]
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    n_new = args.max_new_tokens
+
+    @torch.no_grad()
+    def one_at_a_time() -> list[str]:
+        answers = []
+        for prompt in prompts:
+            inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+            out = model.generate(**inputs, max_new_tokens=n_new, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+            answers.append(tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
+        return answers
+
+    def batched(size: int) -> Callable[[], list[str]]:
+        return lambda: [s[0].text for s in generate(model, tokenizer, prompts, n_new, batch_size=size)]
+
+    def lean(size: int) -> Callable[[], list[str]]:
+        def run() -> list[str]:
+            answers = []
+            for start in range(0, len(prompts), size):
+                ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts[start : start + size]]
+                completions, _ = sample(model, ids, n_new, [eos], tokenizer.pad_token_id, temperature=0.0)
+                answers += tokenizer.batch_decode(completions, skip_special_tokens=True)
+            return answers
+        return run
+
+    variants: dict[str, Callable[[], list[str]]] = {
+        "one_at_a_time": one_at_a_time, "batched_32": batched(32), "batched_125": batched(125), "lean_125": lean(125),
+    }
+    timings: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    accuracy: dict[str, float] = {}
+    for rep in range(args.repeats):
+        for name in list(variants) if rep % 2 == 0 else list(variants)[::-1]:
+            wall, cpu = time.perf_counter(), time.process_time()
+            answers = variants[name]()
+            timings[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+            accuracy[name] = sum(is_correct(a, row["ground_truth"]) for a, row in zip(answers, rows)) / len(rows)
+    n = len(prompts)
+    base_wall = statistics.median(t[0] for t in timings["one_at_a_time"])
+    base_cpu = statistics.median(t[1] for t in timings["one_at_a_time"])
+    print(f"{n} questions, greedy, max_new_tokens {n_new}, {args.repeats} repeats (medians)")
+    head = f"{'variant':<14} {'questions/s':>11} {'q/cpu-s':>8} {'vs one-at-a-time':>17} {'(cpu)':>6} {'accuracy':>9}"
+    print(head)
+    print("-" * len(head))
+    for name, ts in timings.items():
+        wall = statistics.median(t[0] for t in ts)
+        cpu = statistics.median(t[1] for t in ts)
+        print(f"{name:<14} {n / wall:>11.1f} {n / cpu:>8.1f} {base_wall / wall:>16.2f}x {base_cpu / cpu:>5.2f}x {accuracy[name]:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
