@@ -12,8 +12,8 @@ schedule, max_length and loss on the completion only. Variants:
 * trl           -- plain `trl.SFTTrainer` as TRL's docs show it (SFTConfig + LoraConfig + dataset);
 * trl_tuned     -- (--with-tuned) plain TRL plus our CPU config (gradient_checkpointing=False, bf16=False);
 * padding_free  -- (--with-padding-free) ours plus TRL's padding_free=True, measured, not on by default;
-* fast_dropout  -- (--with-fast-dropout) ours plus trainers/fast.py's FastDropout on the LoRA layers (on in
-                   our GRPO trainer; for SFT it needs a line in trainers/sft.py, not made: see the docs).
+* fast_dropout  -- (--with-fast-dropout) ours plus trainers/fast.py's FastDropout on the LoRA layers (now on
+                   by default in both trainers: this variant equals `ours` since; kept to re-measure).
 
 Reported: samples/s and seconds per step of train() (wall, and CPU seconds), peak RSS, the final
 training loss and the held-out greedy accuracy (250 test questions) after the same number of examples.
@@ -46,7 +46,7 @@ def run_ours(model_path: str, seed: int, out: Path, padding_free: bool, fast_dro
     from hello_agents.rl.models import load_model, load_tokenizer
     from hello_agents.tools import RLTrainingTool
 
-    if fast_dropout:  # an experiment: what the one-line change in trainers/sft.py would give
+    if fast_dropout:  # kept from before it was the default (trainers/build.py): a no-op on top of it now
         from trl import SFTTrainer
 
         from hello_agents.rl.trainers.fast import use_fast_dropout

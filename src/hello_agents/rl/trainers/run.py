@@ -17,6 +17,7 @@ from hello_agents.rl.distributed import from_main_process
 from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
 from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, prepare_output_dir, save_final_model
 from hello_agents.rl.rewards import build_reward, to_trl_reward
+from hello_agents.rl.trainers.build import build_trainer
 from hello_agents.rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
 from hello_agents.rl.trainers.doctor import Doctor
 from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
@@ -67,15 +68,10 @@ def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
     bf16 = dtype == torch.bfloat16
     reward_fn = None
     if cfg.algorithm == "grpo":
-        from hello_agents.rl.trainers.grpo import build_grpo_trainer
-
         reward_fn = to_trl_reward(build_reward(cfg.reward_type, cfg.reward_config), cfg.reward_failure_value)
-        trainer = build_grpo_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
+    trainer = build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
+    if cfg.algorithm == "grpo":
         _add_grpo_callbacks(cfg, trainer)
-    else:
-        from hello_agents.rl.trainers.sft import build_sft_trainer
-
-        trainer = build_sft_trainer(cfg, model, tokenizer, train_data, eval_data, callbacks, device, bf16)
     trainable, total = _parameter_counts(trainer.model)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ConsoleProgress())

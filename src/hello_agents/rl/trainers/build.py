@@ -1,0 +1,53 @@
+"""Config -> a TRL trainer: SFTTrainer on prompt/completion pairs, or GRPOTrainer with our reward.
+
+The group, the KL penalty, the clip and the loss are TRL's own; GRPO runs on FastGRPOTrainer, which is
+TRL's trainer with leaner rollouts and forwards (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from datasets import Dataset
+
+from hello_agents.rl.config import TrainConfig
+from hello_agents.rl.trainers.args import lora_for, trl_args
+
+
+def build_trainer(
+    cfg: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    train_data: Dataset,
+    eval_data: Dataset | None,
+    reward_fn: Callable[..., list[float]] | None,
+    callbacks: list[Any],
+    device: str,
+    bf16: bool,
+) -> Any:
+    from hello_agents.rl.trainers.fast import fast_grpo_trainer_class, use_fast_dropout
+
+    if cfg.algorithm == "grpo":
+        from trl import GRPOConfig
+
+        keep = ["prompt", "ground_truth"]  # the reward reads ground_truth; nothing else is needed
+        trainer_class, args = fast_grpo_trainer_class(), GRPOConfig(**trl_args(cfg, device, bf16))
+        extra = {"reward_funcs": [reward_fn]}  # already adapted: see rewards.to_trl_reward
+    else:
+        from trl import SFTConfig, SFTTrainer
+
+        keep = ["prompt", "completion"]  # loss on the completion only
+        trainer_class, args, extra = SFTTrainer, SFTConfig(**trl_args(cfg, device, bf16)), {}
+    trainer = trainer_class(
+        model=model,
+        args=args,
+        train_dataset=train_data.select_columns(keep),
+        eval_dataset=eval_data.select_columns(keep) if eval_data is not None else None,
+        processing_class=tokenizer,
+        peft_config=lora_for(cfg),
+        callbacks=callbacks,
+        **extra,
+    )
+    if cfg.algorithm == "sft":
+        use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
+    return trainer
