@@ -58,8 +58,8 @@ def plot_accuracy(results: dict[str, Any], path: Path) -> Path:
         axis.bar_label(bars, fmt="%.0f", fontsize=8)
     axis.set_xticks(range(len(SUBSETS)), [name for _, name in SUBSETS])
     axis.set_ylabel("held-out accuracy (%)")
-    axis.set_ylim(0, 110)
-    axis.legend(loc="lower left", fontsize=8)
+    axis.set_ylim(0, 119)
+    axis.legend(loc="upper center", ncol=len(RUNS), fontsize=8, frameon=False)
     axis.set_title("Before (SFT) and after (GRPO), 250 held-out questions")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -74,14 +74,14 @@ def markdown_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def pick_samples(sft: list[dict[str, Any]], grpo: list[dict[str, Any]], n: int = 5) -> list[tuple[dict, dict]]:
-    """Carry questions the SFT model gets wrong, GRPO first where it fixed them; then one no-carry question."""
+def pick_samples(sft: list[dict[str, Any]], grpo: list[dict[str, Any]], n: int = 3) -> list[tuple[dict, dict]]:
+    """n carry questions GRPO fixed (spread over the range), one it still misses, one without a carry."""
     pairs = list(zip(sft, grpo))
-    carry = [p for p in pairs if p[0].get("carry")]
-    fixed = [p for p in carry if not p[0]["correct"] and p[1]["correct"]]
-    others = [p for p in carry if p not in fixed]
-    plain = [p for p in pairs if not p[0].get("carry")][:1]
-    return (fixed + others)[: n - len(plain)] + plain
+    fixed = [p for p in pairs if p[0].get("carry") and not p[0]["correct"] and p[1]["correct"]]
+    missed = [p for p in pairs if not p[1]["correct"]]
+    plain = [p for p in pairs if not p[0].get("carry") and p[0]["correct"] and p[1]["correct"]]
+    spread = [fixed[i * len(fixed) // n] for i in range(n)] if len(fixed) >= n else fixed
+    return spread + missed[len(missed) // 2 :][:1] + plain[len(plain) // 2 :][:1]
 
 
 def write_report(out: Path, results: dict[str, Any], sft_details: list[dict], grpo_details: list[dict]) -> Path:
@@ -132,4 +132,44 @@ def write_report(out: Path, results: dict[str, Any], sft_details: list[dict], gr
     ]
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def plot_curves(metrics: list[dict[str, Any]], keys: tuple[tuple[str, str], ...], path: Path, title: str) -> Path:
+    """One panel per (metric key, label) over the logged steps: the pipeline report's training curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(keys), 1, figsize=(6, 1.8 * len(keys) + 0.6), sharex=True, squeeze=False)
+    for axis, (key, label) in zip(axes[:, 0], keys):
+        points = [(e["step"], e[key]) for e in metrics if isinstance(e.get(key), (int, float))]
+        if points:
+            axis.plot(*zip(*points), marker="o", markersize=3)
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    axes[0, 0].set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_accuracy_bars(accuracies: dict[str, float], path: Path) -> Path:
+    """Held-out accuracy per model (base, SFT, GRPO)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(5, 3.2))
+    bars = axis.bar(list(accuracies), [value * 100 for value in accuracies.values()], color="#4c72b0")
+    axis.bar_label(bars, fmt="%.1f", fontsize=8)
+    axis.set_ylabel("accuracy (%)")
+    axis.set_ylim(0, 105)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
     return path
