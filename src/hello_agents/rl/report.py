@@ -107,10 +107,12 @@ def write_report(out: Path, results: dict[str, Any], sft_details: list[dict], gr
     if k and f"pass_at_{k}_carry" in results["sft"]:
         lines += [
             "",
-            f"Why RL can do better: sampled at temperature 1, the SFT model finds the right carry answer within "
-            f"{k} tries on {results['sft'][f'pass_at_{k}_carry']:.0%} of the carry questions; GRPO makes that answer its first choice.",
+            "Why RL can do better: sampled at temperature 1, the SFT model finds the right carry answer within "
+            f"{k} tries on {results['sft'][f'pass_at_{k}_carry']:.0%} of the carry questions; "
+            "GRPO makes that answer its first choice.",
         ]
-    lines += ["", f"![accuracy]({bars.name})", "", f"![GRPO reward and KL]({curves.name})", "", "## Same questions, before and after", ""]
+    lines += ["", f"![accuracy]({bars.name})", "", f"![GRPO reward and KL]({curves.name})", ""]
+    lines += ["## Same questions, before and after", ""]
     for before, after in pick_samples(sft_details, grpo_details):
         tag = "carry" if before.get("carry") else "no carry"
         lines += [

@@ -1,0 +1,98 @@
+"""The demo over several seeds, against issue 3's targets.
+
+    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--quick] [--output-dir outputs/demo_seeds]
+
+Each seed runs `hello-agents-rl demo` in a fresh process (so its wall time includes start-up and
+imports, as a user sees it) and the table is printed from the results.json files it writes.
+Targets (full demo): GRPO beats SFT on held-out greedy accuracy by >= 20 points on average and
+>= 15 on every seed; the no-carry subset drops by <= 10 points; each demo takes <= 5 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TARGETS = {"mean_gain": 20.0, "min_gain": 15.0, "max_no_carry_drop": 10.0, "max_wall_s": 300.0}
+QUICK_TARGETS = {"mean_gain": 10.0, "min_gain": 10.0, "max_no_carry_drop": 10.0, "max_wall_s": 90.0}
+
+
+def run_seed(seed: int, out: Path, quick: bool) -> dict:
+    command = [sys.executable, "-m", "hello_agents.rl.cli", "demo", "--output-dir", str(out), "--seed", str(seed)]
+    started = time.time()
+    with (out.parent / f"{out.name}.log").open("w") as log:  # the training lines, kept out of the table
+        subprocess.run(command + (["--quick"] if quick else []), check=True, stdout=log, stderr=subprocess.STDOUT)
+    results = json.loads((out / "results.json").read_text())
+    results["process_wall_s"] = time.time() - started
+    return results
+
+
+def table(runs: dict[int, dict]) -> tuple[str, dict[str, float]]:
+    head = (
+        f"{'seed':>4} | {'SFT all':>7} {'carry':>6} {'no c.':>6} | {'GRPO all':>8} {'carry':>6} {'no c.':>6} | "
+        f"{'gain':>6} {'no-c. d':>7} | {'demo s':>6} {'proc s':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    gains, drops, walls = [], [], []
+    for seed, r in runs.items():
+        s, g = r["sft"], r["grpo"]
+        gain = (g["accuracy"] - s["accuracy"]) * 100
+        drop = (s["accuracy_no_carry"] - g["accuracy_no_carry"]) * 100
+        gains.append(gain), drops.append(drop), walls.append(r["process_wall_s"])
+        lines.append(
+            f"{seed:>4} | {s['accuracy']:>7.1%} {s['accuracy_carry']:>6.1%} {s['accuracy_no_carry']:>6.1%} | "
+            f"{g['accuracy']:>8.1%} {g['accuracy_carry']:>6.1%} {g['accuracy_no_carry']:>6.1%} | "
+            f"{gain:>+6.1f} {drop:>+7.1f} | {r['wall_time_s']:>6.0f} {r['process_wall_s']:>6.0f}"
+        )
+    summary = {
+        "mean_gain": sum(gains) / len(gains),
+        "min_gain": min(gains),
+        "max_no_carry_drop": max(drops),
+        "max_wall_s": max(walls),
+    }
+    lines.append(
+        f"mean gain {summary['mean_gain']:+.1f} points, min gain {summary['min_gain']:+.1f}, "
+        f"worst no-carry drop {summary['max_no_carry_drop']:+.1f}, slowest demo {summary['max_wall_s']:.0f} s"
+    )
+    return "\n".join(lines), summary
+
+
+def check(summary: dict[str, float], targets: dict[str, float]) -> list[str]:
+    t = targets
+    return [
+        f"{'PASS' if ok else 'FAIL'} {text}"
+        for ok, text in (
+            (summary["mean_gain"] >= t["mean_gain"], f"mean gain >= {t['mean_gain']:g} points"),
+            (summary["min_gain"] >= t["min_gain"], f"every seed's gain >= {t['min_gain']:g} points"),
+            (summary["max_no_carry_drop"] <= t["max_no_carry_drop"], f"no-carry drop <= {t['max_no_carry_drop']:g}"),
+            (summary["max_wall_s"] <= t["max_wall_s"], f"wall time <= {t['max_wall_s']:g} s per demo"),
+        )
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--output-dir", default="outputs/demo_seeds")
+    args = parser.parse_args()
+    root = Path(args.output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    runs = {}
+    for seed in args.seeds:
+        print(f"seed {seed}...", flush=True)
+        runs[seed] = run_seed(seed, root / f"{'quick' if args.quick else 'full'}_seed{seed}", args.quick)
+    text, summary = table(runs)
+    verdicts = check(summary, QUICK_TARGETS if args.quick else TARGETS)
+    print(f"\nhello-agents-rl demo{' --quick' if args.quick else ''}, held-out greedy accuracy (250 questions)\n")
+    print(text)
+    print("\n".join(verdicts))
+    return 0 if all(v.startswith("PASS") for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
