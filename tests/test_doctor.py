@@ -57,3 +57,12 @@ def test_thresholds_are_configurable() -> None:
 
     doctor = Doctor(5e-5, 0.05, 256, Thresholds(kl_high=0.02, patience=1))
     assert doctor.observe(1, {"kl": 0.03}) and "0.02" in doctor.findings[0]
+
+
+def test_thresholds_from_the_config() -> None:
+    from hello_agents.rl import ConfigError
+    from hello_agents.rl.config import parse
+
+    assert parse({"doctor_thresholds": {"kl_high": 0.3}, "output_dir": "/tmp/x"}).doctor_thresholds == {"kl_high": 0.3}
+    with pytest.raises(ConfigError, match="doctor_thresholds.kl_hgh.*kl_high"):
+        parse({"doctor_thresholds": {"kl_hgh": 0.3}, "output_dir": "/tmp/x"})

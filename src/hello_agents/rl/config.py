@@ -173,6 +173,10 @@ class TrainConfig(DataConfig, ModelConfig):
     resume_from_checkpoint: bool | str | None = Field(
         None, description="true = the latest checkpoint in output_dir, or a checkpoint path."
     )
+    doctor_thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Override the training doctor's thresholds, e.g. {kl_high: 0.3, patience: 5}; defaults are the seed's.",
+    )
     oom_backoff: bool = Field(
         True, description="On CUDA out-of-memory: shrink as the seed advises, resume from the last checkpoint."
     )
@@ -221,6 +225,15 @@ class TrainConfig(DataConfig, ModelConfig):
         _check_reward(self.reward_type, self.reward_config)
         if self.use_vllm:
             _check_vllm()
+        from hello_agents.rl.trainers.doctor import Thresholds
+
+        unknown = sorted(set(self.doctor_thresholds) - set(Thresholds.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"`doctor_thresholds.{unknown[0]}`: unknown threshold"
+                f"{_did_you_mean(unknown[0], list(Thresholds.__dataclass_fields__))} "
+                f"(known: {', '.join(Thresholds.__dataclass_fields__)})"
+            )
         if self.kl_target is not None:
             low, high = self.kl_target
             if not 0 <= low < high:

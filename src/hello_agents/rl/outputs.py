@@ -46,6 +46,8 @@ def prepare_output_dir(output_dir: str, resume: bool | str | None, overwrite: bo
     finished = (folder / RESULTS).is_file() and _status(folder) == "completed"
     found = checkpoints(folder)
     if resume:
+        # Resuming loads the checkpoint's optimizer/scheduler/RNG state with torch.load (pickle): only
+        # from checkpoint-N folders this tool wrote into this output_dir, or a path the user named.
         target = found[-1] if resume is True and found else (Path(resume) if isinstance(resume, str) else None)
         if target is None or not target.is_dir():
             raise ConfigError(

@@ -19,7 +19,7 @@ from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, pre
 from hello_agents.rl.rewards import build_reward, to_trl_reward
 from hello_agents.rl.trainers.build import build_trainer
 from hello_agents.rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
-from hello_agents.rl.trainers.doctor import Doctor
+from hello_agents.rl.trainers.doctor import Doctor, Thresholds
 from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
 
 
@@ -61,7 +61,8 @@ def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
     model = load_model(cfg.model_name, cfg.trust_remote_code, dtype)
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-    monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens))
+    thresholds = Thresholds(**cfg.doctor_thresholds)
+    monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, thresholds))
     nonfinite = NonFiniteGuard(cfg.skip_nonfinite_steps)
     interrupt = InterruptGuard()
     callbacks = [monitor, nonfinite, interrupt]
