@@ -173,7 +173,7 @@ class TrainConfig(DataConfig, ModelConfig):
     resume_from_checkpoint: bool | str | None = Field(
         None, description="true = the latest checkpoint in output_dir, or a checkpoint path."
     )
-    doctor_thresholds: dict[str, float] = Field(
+    doctor_thresholds: dict[str, int | float] = Field(
         default_factory=dict,
         description="Override the training doctor's thresholds, e.g. {kl_high: 0.3, patience: 5}; defaults are the seed's.",
     )

@@ -94,5 +94,5 @@ class Doctor:
         return len(window) == self.thresholds.flat_window and max(window) - min(window) < self.thresholds.flat_tolerance
 
     def _format_dropping(self, fmt: float, reward: float | None) -> bool:
-        rising = reward is not None and len(self._rewards) > 1 and reward >= self._rewards[0]
+        rising = reward is not None and len(self._rewards) > 1 and reward > self._rewards[0]
         return rising and self._best_format - fmt > self.thresholds.format_drop
