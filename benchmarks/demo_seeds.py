@@ -1,9 +1,10 @@
 """The demo over several seeds, against issue 3's targets.
 
-    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--quick] [--output-dir outputs/demo_seeds]
+    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--quick] [--threads N] [--output-dir outputs/demo_seeds]
 
 Each seed runs `hello-agents-rl demo` in a fresh process (so its wall time includes start-up and
-imports, as a user sees it) and the table is printed from the results.json files it writes.
+imports, as a user sees it) and the table is printed from the results.json files it writes
+("no-c. ch": GRPO's change on the no-carry questions, which the demonstrator gets right).
 Targets (full demo): GRPO beats SFT on held-out greedy accuracy by >= 20 points on average and
 >= 15 on every seed; the no-carry subset drops by <= 10 points; each demo takes <= 5 minutes.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-TARGETS = {"mean_gain": 20.0, "min_gain": 15.0, "max_no_carry_drop": 10.0, "max_wall_s": 300.0}
-QUICK_TARGETS = {"mean_gain": 10.0, "min_gain": 10.0, "max_no_carry_drop": 10.0, "max_wall_s": 90.0}
+TARGETS = {"mean_gain": 20.0, "min_gain": 15.0, "min_no_carry_change": -10.0, "max_wall_s": 300.0}
+QUICK_TARGETS = {"mean_gain": 10.0, "min_gain": 10.0, "min_no_carry_change": -10.0, "max_wall_s": 90.0}
 
 
 def run_seed(seed: int, out: Path, quick: bool) -> dict:
@@ -34,29 +36,29 @@ def run_seed(seed: int, out: Path, quick: bool) -> dict:
 def table(runs: dict[int, dict]) -> tuple[str, dict[str, float]]:
     head = (
         f"{'seed':>4} | {'SFT all':>7} {'carry':>6} {'no c.':>6} | {'GRPO all':>8} {'carry':>6} {'no c.':>6} | "
-        f"{'gain':>6} {'no-c. d':>7} | {'demo s':>6} {'proc s':>6}"
+        f"{'gain':>6} {'no-c. ch':>8} | {'demo s':>6} {'proc s':>6}"
     )
     lines = [head, "-" * len(head)]
-    gains, drops, walls = [], [], []
+    gains, changes, walls = [], [], []
     for seed, r in runs.items():
         s, g = r["sft"], r["grpo"]
         gain = (g["accuracy"] - s["accuracy"]) * 100
-        drop = (s["accuracy_no_carry"] - g["accuracy_no_carry"]) * 100
-        gains.append(gain), drops.append(drop), walls.append(r["process_wall_s"])
+        change = (g["accuracy_no_carry"] - s["accuracy_no_carry"]) * 100
+        gains.append(gain), changes.append(change), walls.append(r["process_wall_s"])
         lines.append(
             f"{seed:>4} | {s['accuracy']:>7.1%} {s['accuracy_carry']:>6.1%} {s['accuracy_no_carry']:>6.1%} | "
             f"{g['accuracy']:>8.1%} {g['accuracy_carry']:>6.1%} {g['accuracy_no_carry']:>6.1%} | "
-            f"{gain:>+6.1f} {drop:>+7.1f} | {r['wall_time_s']:>6.0f} {r['process_wall_s']:>6.0f}"
+            f"{gain:>+6.1f} {change:>+8.1f} | {r['wall_time_s']:>6.0f} {r['process_wall_s']:>6.0f}"
         )
     summary = {
         "mean_gain": sum(gains) / len(gains),
         "min_gain": min(gains),
-        "max_no_carry_drop": max(drops),
+        "min_no_carry_change": min(changes),
         "max_wall_s": max(walls),
     }
     lines.append(
         f"mean gain {summary['mean_gain']:+.1f} points, min gain {summary['min_gain']:+.1f}, "
-        f"worst no-carry drop {summary['max_no_carry_drop']:+.1f}, slowest demo {summary['max_wall_s']:.0f} s"
+        f"worst no-carry change {summary['min_no_carry_change']:+.1f}, slowest demo {summary['max_wall_s']:.0f} s"
     )
     return "\n".join(lines), summary
 
@@ -68,7 +70,7 @@ def check(summary: dict[str, float], targets: dict[str, float]) -> list[str]:
         for ok, text in (
             (summary["mean_gain"] >= t["mean_gain"], f"mean gain >= {t['mean_gain']:g} points"),
             (summary["min_gain"] >= t["min_gain"], f"every seed's gain >= {t['min_gain']:g} points"),
-            (summary["max_no_carry_drop"] <= t["max_no_carry_drop"], f"no-carry drop <= {t['max_no_carry_drop']:g}"),
+            (summary["min_no_carry_change"] >= t["min_no_carry_change"], f"no carry: >= {t['min_no_carry_change']:g}"),
             (summary["max_wall_s"] <= t["max_wall_s"], f"wall time <= {t['max_wall_s']:g} s per demo"),
         )
     ]
@@ -79,7 +81,13 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--output-dir", default="outputs/demo_seeds")
+    parser.add_argument(
+        "--threads", type=int, help="OMP_NUM_THREADS for the demos (default: all cores). On a machine shared with "
+        "other jobs, 1 avoids thread oversubscription, which can slow PyTorch on CPU several-fold."
+    )
     args = parser.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the demo processes
     root = Path(args.output_dir)
     root.mkdir(parents=True, exist_ok=True)
     runs = {}
@@ -88,7 +96,9 @@ def main() -> int:
         runs[seed] = run_seed(seed, root / f"{'quick' if args.quick else 'full'}_seed{seed}", args.quick)
     text, summary = table(runs)
     verdicts = check(summary, QUICK_TARGETS if args.quick else TARGETS)
-    print(f"\nhello-agents-rl demo{' --quick' if args.quick else ''}, held-out greedy accuracy (250 questions)\n")
+    threads = f", OMP_NUM_THREADS={args.threads}" if args.threads else ""
+    command = f"hello-agents-rl demo{' --quick' if args.quick else ''}{threads}"
+    print(f"\n{command}: held-out greedy accuracy, 250 questions\n")
     print(text)
     print("\n".join(verdicts))
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1
