@@ -23,24 +23,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 def plot_grpo_curves(metrics: list[dict[str, Any]], path: Path) -> Path:
     """Reward rising while KL stays small: the seed's picture of healthy GRPO (section 11.4.3)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display on servers and CI
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
-    for axis, key, label in ((top, "reward", "mean reward (accuracy)"), (bottom, "kl", "KL to the SFT model")):
-        points = [(e["step"], e[key]) for e in metrics if isinstance(e.get(key), (int, float))]
-        if points:
-            axis.plot(*zip(*points), marker="o", markersize=3)
-        axis.set_ylabel(label)
-        axis.grid(alpha=0.3)
-    bottom.set_xlabel("GRPO step")
-    top.set_title("GRPO training")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    keys = (("reward", "mean reward (accuracy)"), ("kl", "KL to the SFT model"))
+    return plot_curves(metrics, keys, path, "GRPO training")
 
 
 def plot_accuracy(results: dict[str, Any], path: Path) -> Path:
@@ -141,7 +125,7 @@ def plot_curves(metrics: list[dict[str, Any]], keys: tuple[tuple[str, str], ...]
     """One panel per (metric key, label) over the logged steps: the pipeline report's training curves."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only; no display on servers and CI
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(keys), 1, figsize=(6, 1.8 * len(keys) + 0.6), sharex=True, squeeze=False)
