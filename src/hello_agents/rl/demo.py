@@ -8,6 +8,8 @@ The seed's thesis (section 11.4) in a few minutes on a laptop CPU, offline:
   3. both are scored greedily on 250 held-out questions, split by carry (where the demonstrator
      errs) and no carry (where it does not, so RL must not break it).
 Everything goes through RLTrainingTool, exactly as a reader of the book would call it.
+About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). On a machine shared with other jobs,
+OMP_NUM_THREADS=1 avoids thread oversubscription, which can slow PyTorch on CPU several-fold.
 """
 
 from __future__ import annotations
@@ -28,24 +30,24 @@ class Recipe:
     """Every knob of the demo in one place; the values were measured with benchmarks/demo_seeds.py."""
 
     carry_error: float = 0.7  # the demonstrator's slip rate on carry questions: right ~65% of the time overall
-    # SFT from random weights: a 1M-parameter model needs a large rate and ~300 steps before it
-    # "gets" addition (the loss sits on a plateau, then drops); 600 leaves a margin for every seed.
+    # SFT from random weights: the loss sits on a plateau for ~300 steps, then drops as the model
+    # "gets" addition. Measured: 400 steps, or batch 16/24, left some seeds stuck; 600 x 32 did not.
     sft_steps: int = 600
     sft_batch_size: int = 32
     sft_learning_rate: float = 2e-3
     sft_warmup_ratio: float = 0.05
     sft_lr_scheduler: str = "linear"
-    # GRPO: 8 questions x 8 samples per step. A question where all 8 agree teaches nothing; the
-    # carry questions, where 1-3 of 8 samples are right, carry the whole signal.
+    # GRPO: 8 questions x 8 samples per step. A group whose 8 answers all score the same teaches
+    # nothing; the carry questions, where a few of the 8 samples are right, carry the signal.
     grpo_steps: int = 100  # accuracy plateaus after ~80 steps
     grpo_batch_size: int = 8
     num_generations: int = 8
-    grpo_learning_rate: float = 1e-4  # 2e-4 and up starts adding carries where there are none
+    grpo_learning_rate: float = 1e-4  # 2e-4 gained nothing and lost more on no-carry questions
     grpo_lr_scheduler: str = "constant"
     grpo_warmup_ratio: float = 0.0  # the SFT model is already a sane policy: no need to warm up
     kl_coef: float = 0.05  # the seed's recommended range is 0.05-0.1
     temperature: float = 1.0  # explore: the right carry answer is a minority of the SFT model's samples
-    scale_rewards: str = "none"  # advantage = r - group mean, as the seed defines it ("group" measured no better)
+    scale_rewards: str = "none"  # advantage = r - group mean, as the seed defines it ("group": no better)
     max_new_tokens: int = 24  # answers are 15-19 tokens
     logging_steps: int = 10
     pass_at_k: int = 8  # also sample the SFT model k times per question: is the right answer within reach?
@@ -186,7 +188,7 @@ def evaluate(model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str
         "return_details": True,
     }
     if k > 1:
-        params |= {"k": k, "temperature": 1.0}  # greedy accuracy is still computed (evaluate_model)
+        params["k"] = k  # sampled at temperature 1; `accuracy` stays greedy (temperature 0)
     result = RLTrainingTool().run(params)
     details = result["details"]
     for name, subset in split_by_carry(details).items():
