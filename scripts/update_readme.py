@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from hello_agents.rl.config import markdown_tables
+from hello_agents.rl.actions import markdown_tables
 
 START, END = "<!-- params:start -->\n", "<!-- params:end -->"
 

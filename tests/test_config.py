@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hello_agents.rl import ConfigError
-from hello_agents.rl.config import TrainConfig, parse
+from hello_agents.rl.actions import parse
+from hello_agents.rl.config import TrainConfig
 from hello_agents.rl.trainers.args import trl_args
 from hello_agents.tools import RLTrainingTool
 
@@ -140,3 +143,28 @@ def test_vllm_options_map_and_fail_clearly_without_vllm_or_gpu() -> None:
         parse({"vllm_mode": "remote"})
     with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
         parse({"vllm_gpu_memory_utilization": 1.5})
+
+
+def test_one_action_table_serves_tool_cli_and_parser() -> None:
+    from hello_agents.rl.actions import ACTIONS
+    from hello_agents.rl.cli import COMMANDS, build_parser
+    from hello_agents.tools import RLTrainingTool
+
+    subcommands = build_parser()._subparsers._group_actions[0].choices  # argparse keeps them here
+    assert {COMMANDS[c] for c in subcommands if c in COMMANDS} == set(ACTIONS)
+    assert set(RLTrainingTool().get_parameters()) == set(ACTIONS)
+    for name, action in ACTIONS.items():
+        assert isinstance(parse({"action": name, **_required(action.config)}), action.config)
+
+
+def _required(model: type) -> dict:
+    values = {"model_path": "/tmp", "models": {"a": "/tmp"}, "output_dir": "/tmp/x"}
+    return {k: v for k, v in values.items() if k in model.model_fields and model.model_fields[k].is_required()}
+
+
+def test_config_layer_imports_no_engine() -> None:
+    import ast
+
+    source = (Path(__file__).resolve().parents[1] / "src/hello_agents/rl/config.py").read_text()
+    imported = [n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) and n.module]
+    assert not [m for m in imported if m.startswith("hello_agents.rl.") and m != "hello_agents.rl.errors"]

@@ -8,7 +8,7 @@ import pytest
 from datasets import Dataset
 
 from hello_agents.rl import ConfigError
-from hello_agents.rl.config import parse
+from hello_agents.rl.actions import parse
 from hello_agents.rl.data import arithmetic, load
 from hello_agents.tools import RLTrainingTool
 

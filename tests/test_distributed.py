@@ -226,7 +226,7 @@ def test_cli_runs_as_a_module() -> None:
 
 
 def test_example_run_configs_validate() -> None:
-    from hello_agents.rl.config import parse
+    from hello_agents.rl.actions import parse
 
     for path in sorted((ROOT / "configs").glob("*.yaml")):
         params = {**yaml.safe_load(path.read_text()), "action": "train"}

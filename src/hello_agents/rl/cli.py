@@ -10,19 +10,12 @@ from typing import Any
 
 import yaml
 
-from hello_agents.rl.config import CONFIGS, describe_fields
+from hello_agents.rl.actions import ACTIONS
+from hello_agents.rl.config import describe_fields
 from hello_agents.rl.distributed import is_main_process
 from hello_agents.rl.errors import ConfigError
 
-ACTIONS = {
-    "train": "train",
-    "evaluate": "evaluate",
-    "compare": "compare",
-    "pipeline": "pipeline",
-    "export": "export",
-    "load-dataset": "load_dataset",
-    "create-reward": "create_reward",
-}
+COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -46,9 +39,10 @@ def load_config_file(path: str) -> dict[str, Any]:
 
 
 def _action_parser(sub: Any, command: str, action: str) -> None:
-    parser = sub.add_parser(command, help=CONFIGS[action].__doc__, description=CONFIGS[action].__doc__)
+    model = ACTIONS[action].config
+    parser = sub.add_parser(command, help=model.__doc__, description=model.__doc__)
     parser.add_argument("--config", help="YAML or JSON file of parameters; --key value overrides it")
-    for name, default, text in describe_fields(CONFIGS[action]):
+    for name, default, text in describe_fields(model):
         if name != "action":
             parser.add_argument(f"--{name}", dest=name, metavar="VALUE", help=f"{text} [default: {default}]")
 
@@ -56,7 +50,7 @@ def _action_parser(sub: Any, command: str, action: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hello-agents-rl", description="SFT and GRPO for small language models.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command, action in ACTIONS.items():
+    for command, action in COMMANDS.items():
         _action_parser(sub, command, action)
     tiny = sub.add_parser("tiny-model", help="Write a tiny random Qwen3 model with its own tokenizer.")
     tiny.add_argument("out_dir")
@@ -86,7 +80,7 @@ def _unknown_options(extra: list[str]) -> dict[str, Any]:
 def params_from_args(args: argparse.Namespace, action: str, extra: list[str] | None = None) -> dict[str, Any]:
     params: dict[str, Any] = load_config_file(args.config) if args.config else {}
     params.update(_unknown_options(extra or []))
-    for name in CONFIGS[action].model_fields:
+    for name in ACTIONS[action].config.model_fields:
         value = getattr(args, name, None)
         if value is not None:  # CLI values are YAML scalars: 2, 1e-5, true, null, [a, b]
             try:
@@ -99,7 +93,7 @@ def params_from_args(args: argparse.Namespace, action: str, extra: list[str] | N
 
 def run(argv: list[str] | None = None) -> int:
     args, extra = build_parser().parse_known_args(argv)
-    if extra and args.command not in ACTIONS:
+    if extra and args.command not in COMMANDS:
         raise ConfigError(f"unexpected arguments {extra}; see hello-agents-rl {args.command} --help")
     if args.command == "tiny-model":
         from hello_agents.rl.models import build_tiny_model
@@ -116,9 +110,9 @@ def run(argv: list[str] | None = None) -> int:
 
         run_demo(args.output_dir, seed=args.seed, quick=args.quick)
         return 0
-    from hello_agents.tools import RLTrainingTool
+    from hello_agents.rl.actions import run as run_action
 
-    result = RLTrainingTool().run(params_from_args(args, ACTIONS[args.command], extra))
+    result = run_action(params_from_args(args, COMMANDS[args.command], extra))
     if is_main_process():  # under accelerate launch / torchrun every rank holds the same result
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     return {"interrupted": 130, "failed": 1}.get(result.get("status", ""), 0)

@@ -10,15 +10,13 @@ import difflib
 import math
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hello_agents.rl.errors import ConfigError
-
-Action = Literal["train", "evaluate", "compare", "load_dataset", "create_reward", "pipeline", "export"]
-
 
 def looks_like_local_path(name: str) -> bool:
     """A hub id is `org/name` (one slash, no leading dot); anything else is a path on disk."""
@@ -31,10 +29,25 @@ def looks_like_local_path(name: str) -> bool:
     )
 
 
+@dataclass
+class Thresholds:
+    """The training doctor's thresholds (`doctor_thresholds`); defaults from the book's section 11.4.3."""
+
+    kl_high: float = 0.5  # the book: above 0.5 the policy drifts
+    kl_low: float = 0.001  # the book: below 0.001 the policy barely moves
+    patience: int = 3  # consecutive logs a condition must hold
+    warmup_logs: int = 2  # KL is 0 at the start by construction; judge "too low" only after this
+    flat_window: int = 8
+    flat_tolerance: float = 0.01
+    collapse_drop: float = 0.2
+    truncation_rate: float = 0.5
+    format_drop: float = 0.2
+
+
 class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True)
 
-    action: Action = Field("train", description="What to do: train, evaluate, load_dataset, create_reward, pipeline, export.")
+    action: str = Field("train", description="What to do: one of the actions in hello_agents.rl.actions.ACTIONS.")
 
 
 class DataConfig(_Base):
@@ -225,13 +238,11 @@ class TrainConfig(DataConfig, ModelConfig):
         _check_reward(self.reward_type, self.reward_config)
         if self.use_vllm:
             _check_vllm()
-        from hello_agents.rl.trainers.doctor import Thresholds
-
         unknown = sorted(set(self.doctor_thresholds) - set(Thresholds.__dataclass_fields__))
         if unknown:
             raise ValueError(
                 f"`doctor_thresholds.{unknown[0]}`: unknown threshold"
-                f"{_did_you_mean(unknown[0], list(Thresholds.__dataclass_fields__))} "
+                f"{did_you_mean(unknown[0], list(Thresholds.__dataclass_fields__))} "
                 f"(known: {', '.join(Thresholds.__dataclass_fields__)})"
             )
         if self.kl_target is not None:
@@ -320,7 +331,7 @@ class PipelineConfig(TrainConfig):
 def _nested(model: type[BaseModel], params: dict[str, Any], section: str) -> Any:
     unknown = [key for key in params if key not in model.model_fields]
     if unknown:
-        raise ValueError(f"`{section}.{unknown[0]}`: unknown parameter{_did_you_mean(unknown[0], list(model.model_fields))}")
+        raise ValueError(f"`{section}.{unknown[0]}`: unknown parameter{did_you_mean(unknown[0], list(model.model_fields))}")
     try:
         return model(**params)
     except ValidationError as error:
@@ -363,18 +374,7 @@ class CreateRewardConfig(_Base):
         return self
 
 
-CONFIGS: dict[str, type[_Base]] = {
-    "train": TrainConfig,
-    "evaluate": EvaluateConfig,
-    "compare": CompareConfig,
-    "export": ExportConfig,
-    "pipeline": PipelineConfig,
-    "load_dataset": LoadDatasetConfig,
-    "create_reward": CreateRewardConfig,
-}
-
-
-def _did_you_mean(key: str, known: list[str]) -> str:
+def did_you_mean(key: str, known: list[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     return f"; did you mean `{close[0]}`?" if close else ""
 
@@ -392,22 +392,14 @@ def _first_error(error: ValidationError, model: type[BaseModel]) -> str:
     return f"`{key}`: {message}{shown}{hint}"
 
 
-def parse(params: dict[str, Any]) -> _Base:
-    """Validate one action's parameters; raise ConfigError naming the key and the fix."""
-    if not isinstance(params, dict):
-        raise ConfigError(f"parameters must be a dict, got {type(params).__name__}")
+def validate(model: type[BaseModel], params: dict[str, Any]) -> Any:
+    """Validate parameters against one action's model; raise ConfigError naming the key and the fix."""
     action = params.get("action", "train")
-    if action not in CONFIGS:
-        raise ConfigError(
-            f"`action`: unknown action {action!r}{_did_you_mean(str(action), list(CONFIGS))} "
-            f"Use one of: {', '.join(CONFIGS)}."
-        )
-    model = CONFIGS[action]
     known = list(model.model_fields)
     for key in params:
         if key not in known:
             raise ConfigError(
-                f"`{key}`: unknown parameter for action {action!r}{_did_you_mean(key, known)} "
+                f"`{key}`: unknown parameter for action {action!r}{did_you_mean(key, known)} "
                 f"(run `hello-agents-rl {action} --help` for the list)"
             )
     for key, value in params.items():  # NaN slips through pydantic's gt/ge checks
@@ -427,12 +419,3 @@ def describe_fields(model: type[BaseModel]) -> list[tuple[str, str, str]]:
         rows.append((name, "required" if field.is_required() else repr(default), field.description or ""))
     return rows
 
-
-
-def markdown_tables() -> str:
-    """The README's parameter reference, one table per action (kept in sync by tests/test_readme.py)."""
-    parts = []
-    for action, model in CONFIGS.items():
-        rows = [f"| `{name}` | `{default}` | {text} |" for name, default, text in describe_fields(model) if name != "action"]
-        parts.append(f"#### `{action}`\n\n| key | default | meaning |\n|---|---|---|\n" + "\n".join(rows))
-    return "\n\n".join(parts) + "\n"

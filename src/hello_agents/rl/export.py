@@ -14,6 +14,11 @@ CARD_PARAMS = ("algorithm", "model_name", "dataset", "max_samples", "num_epochs"
                "lora_alpha", "reward_type")
 
 
+def run(cfg: Any) -> dict[str, Any]:
+    """`action: export`."""
+    return export(cfg.model_path, cfg.output_dir, cfg.trust_remote_code)
+
+
 def export(model_path: str, output_dir: str, trust_remote_code: bool = False) -> dict[str, Any]:
     source = resolve_model_source(model_path)
     model = load_model(source, trust_remote_code)  # an adapter folder comes back merged

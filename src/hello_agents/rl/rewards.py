@@ -427,3 +427,20 @@ def group_advantages(rewards: list[float], num_generations: int, scale: bool = F
         std = statistics.stdev(group) if len(group) > 1 else 0.0
         out.extend((r - mean) / (std + 1e-4) if scale else r - mean for r in group)
     return out
+
+
+def score_completions(cfg: Any) -> dict[str, Any]:
+    """`action: create_reward`: score completions (and group advantages) with the configured reward."""
+    reward = build_reward(cfg.reward_type, cfg.reward_config)
+    truths = cfg.ground_truth if isinstance(cfg.ground_truth, list) else [cfg.ground_truth] * len(cfg.completions)
+    if len(truths) != len(cfg.completions):
+        _fail("ground_truth", f"{len(truths)} values for {len(cfg.completions)} completions",
+              "give one value, or one per completion")
+    scores = [reward.score(c, t) for c, t in zip(cfg.completions, truths)]
+    result: dict[str, Any] = {"status": "completed", "reward_type": reward.name, "scores": scores}
+    if len(reward.components) > 1:
+        parts = [reward.score_components(c, t) for c, t in zip(cfg.completions, truths)]
+        result["components"] = {name: [p[name] for p in parts] for name in parts[0]} if parts else {}
+    if cfg.num_generations:
+        result["advantages"] = group_advantages(scores, cfg.num_generations)
+    return result

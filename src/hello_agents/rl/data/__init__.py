@@ -9,7 +9,7 @@ from hello_agents.rl.data import arithmetic, custom, gsm8k
 from hello_agents.rl.errors import ConfigError
 from hello_agents.rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
 
-__all__ = ["load", "build_messages", "format_solution", "render_prompt"]
+__all__ = ["load", "describe", "build_messages", "format_solution", "render_prompt"]
 
 
 def _system_prompt(cfg: DataConfig, default: str | None) -> str | None:
@@ -35,3 +35,15 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
     if cfg.max_samples is not None and cfg.max_samples < len(data):
         data = data.shuffle(seed=cfg.seed).select(range(cfg.max_samples))
     return data
+
+
+def describe(cfg: DataConfig) -> dict:
+    """`action: load_dataset`: size, columns and one formatted sample."""
+    rows = load(cfg)
+    sample = rows[0]
+    return {
+        "status": "completed",
+        "num_samples": len(rows),
+        "columns": rows.column_names,
+        "sample": {"prompt": sample["prompt"], "completion": sample["completion"], "ground_truth": sample["ground_truth"]},
+    }

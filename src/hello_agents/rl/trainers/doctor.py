@@ -11,18 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-
-@dataclass
-class Thresholds:
-    kl_high: float = 0.5  # the seed: above 0.5 the policy drifts
-    kl_low: float = 0.001  # the seed: below 0.001 the policy barely moves
-    patience: int = 3  # consecutive logs a condition must hold
-    warmup_logs: int = 2  # KL is 0 at the start by construction; judge "too low" only after this
-    flat_window: int = 8
-    flat_tolerance: float = 0.01
-    collapse_drop: float = 0.2
-    truncation_rate: float = 0.5
-    format_drop: float = 0.2
+from hello_agents.rl.config import Thresholds
 
 
 @dataclass

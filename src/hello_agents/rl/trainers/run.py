@@ -12,14 +12,14 @@ from typing import Any
 import torch
 
 from hello_agents.rl import data as data_layer
-from hello_agents.rl.config import TrainConfig
+from hello_agents.rl.config import Thresholds, TrainConfig
 from hello_agents.rl.distributed import from_main_process
 from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
 from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, prepare_output_dir, save_final_model
 from hello_agents.rl.rewards import build_reward, to_trl_reward
 from hello_agents.rl.trainers.build import build_trainer
 from hello_agents.rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
-from hello_agents.rl.trainers.doctor import Doctor, Thresholds
+from hello_agents.rl.trainers.doctor import Doctor
 from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
 
 
