@@ -285,3 +285,127 @@ def test_trainer_logps_equal_trls_own(tiny_model: str, tmp_path) -> None:
         ours = trainer._get_per_token_logps_and_entropies(model, ids, mask, keep, batch_size=5)[0]
         theirs = GRPOTrainer._get_per_token_logps_and_entropies(trainer, model, ids, mask, keep, batch_size=5)[0]
     torch.testing.assert_close(ours * loss_mask, theirs * loss_mask, atol=1e-4, rtol=0)
+
+
+# --- the trainer's own paths: dropout, generation config, version guard (issue 10, items 6, 7, 9) -------------
+
+
+def _fast_trainer(tiny_model: str, tmp_path, dropout: float = 0.0, **args):
+    """FastGRPOTrainer on the tiny Qwen3 under LoRA (B randomised: a fresh adapter is a no-op), in train mode."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOConfig
+
+    data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "What is 1 + 2?"}]] * 4})
+    args = GRPOConfig(**{"output_dir": str(tmp_path), "per_device_train_batch_size": 4, "num_generations": 2,
+                         "max_steps": 1, "report_to": "none", "use_cpu": True, "bf16": False,
+                         "gradient_checkpointing": False, "temperature": TEMPERATURE, **args})
+    trainer = fast.fast_grpo_trainer_class()(
+        model=tiny_model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args, train_dataset=data,
+        peft_config=LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules="all-linear",
+                               task_type="CAUSAL_LM"))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
+    trainer.model.train()  # as during training: TRL computes old-policy log-probs and rollouts in train mode
+    return trainer
+
+
+def test_old_policy_logps_keep_fast_dropout_live(tiny_model: str, tmp_path) -> None:
+    """TRL computes old-policy log-probs (steps_per_generation != gradient accumulation) under no_grad in train
+    mode, LoRA dropout live. With the default dropout on CPU that dropout is FastDropout: our forward must keep it
+    live too, not swap in the deterministic functional scorer."""
+    trainer = _fast_trainer(tiny_model, tmp_path, dropout=0.05)
+    model = trainer.model
+    assert sum(isinstance(m, fast.FastDropout) for m in model.modules()) == 4 * 7
+    ids, mask, keep = _batch(trainer.processing_class, seed=3)
+    loss_mask = mask[:, -keep:]
+    with torch.no_grad():
+        draws = [trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)[0] * loss_mask for _ in range(2)]
+        assert not torch.allclose(draws[0], draws[1]), "dropout is live, as in TRL's forward: two draws differ"
+        with model.disable_adapter():  # the reference has no LoRA branch, so no dropout: deterministic, exact
+            reference = [trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)[0] * loss_mask
+                         for _ in range(2)]
+        torch.testing.assert_close(reference[0], reference[1], atol=0, rtol=0)
+    assert not fast.no_active_dropout(model)
+    model.eval()
+    assert fast.no_active_dropout(model)
+
+
+def _neither_repeats_nor_prompt(prompt: list[int], completion: list[int]) -> bool:
+    return len(set(completion)) == len(completion) and not set(completion) & set(prompt)
+
+
+BANNED = list(range(3, 320, 2))  # half the tiny vocabulary (never EOS 2 or pad 0): the sampler would pick them
+
+
+@pytest.mark.parametrize(
+    "field, value, holds",
+    [
+        ("no_repeat_ngram_size", 1, _neither_repeats_nor_prompt),
+        ("bad_words_ids", [[t] for t in BANNED], lambda prompt, completion: not set(completion) & set(BANNED)),
+    ],
+)
+def test_rollouts_honour_the_models_generation_config(tiny_model: str, tmp_path, capsys, caplog, field, value,
+                                                      holds) -> None:
+    """generate() applies every generation_config field TRL leaves unset; the lean sampler does not implement
+    these, so the rollouts must go to model.generate (the constraint holds), with the reason recorded and printed
+    once."""
+    trainer = _fast_trainer(tiny_model, tmp_path, max_completion_length=16)
+    setattr(trainer.model.get_base_model().generation_config, field, value)
+    prompts = _prompts(trainer.processing_class, 2, 4)
+    for _ in range(2):
+        completions, _ = trainer._generate_single_turn(prompts, None, {}, 4)
+        assert all(holds(p, c) for p, c in zip(prompts, completions)), f"the model's {field} was not applied"
+    record = trainer.fast_path
+    assert record["counts"]["generate_completions"] == 16 and record["counts"].get("sampler_completions", 0) == 0
+    assert record["sampler"] is False
+    assert [(f["part"], f["times"]) for f in record["fallbacks"]] == [("sampler", 16)]
+    assert field in record["fallbacks"][0]["reason"]
+    assert capsys.readouterr().out.count(field) == 1, "the fallback is printed, once"
+    assert sum(field in r.getMessage() and r.levelname == "WARNING" for r in caplog.records) == 1, "and logged once"
+
+
+def test_model_sampling_defaults_trl_overrides_keep_the_sampler(tiny_model: str, tmp_path) -> None:
+    """Qwen3's shipped generation_config (temperature, top_k, top_p, do_sample) is overridden by TRL's explicit
+    values in generate too: no reason to leave the lean sampler."""
+    trainer = _fast_trainer(tiny_model, tmp_path, max_completion_length=8)
+    trainer.model.get_base_model().generation_config.update(do_sample=True, temperature=0.6, top_k=20, top_p=0.95)
+    trainer._generate_single_turn(_prompts(trainer.processing_class, 2, 2), None, {}, 2)
+    assert trainer.fast_path["counts"]["sampler_completions"] == 4 and trainer.fast_path["fallbacks"] == []
+
+
+def test_unverified_library_versions_fall_back_to_trl(tiny_model: str, tmp_path, monkeypatch, capsys) -> None:
+    """The fast path reads TRL/transformers/PEFT internals: outside the versions it was verified against it runs
+    plain TRL (no FastDropout, TRL's generate and forwards) and says so, naming the versions."""
+    import importlib.metadata
+
+    from trl import GRPOTrainer
+
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.99.0" if name == "trl" else real_version(name))
+    calls = []
+    trl_rollout = GRPOTrainer._generate_single_turn
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn",
+                        lambda self, *a, **k: calls.append(1) or trl_rollout(self, *a, **k))
+    trainer = _fast_trainer(tiny_model, tmp_path, dropout=0.05, max_completion_length=8)
+    assert not any(isinstance(m, fast.FastDropout) for m in trainer.model.modules()), "PEFT's own dropout kept"
+    trainer._generate_single_turn(_prompts(trainer.processing_class, 2, 2), None, {}, 2)
+    assert calls == [1], "TRL's own rollout ran"
+    record = trainer.fast_path
+    assert record["sampler"] is False and record["counts"]["generate_completions"] == 4
+    reasons = [f["reason"] for f in record["fallbacks"] if f["part"] == "all"]
+    assert len(reasons) == 1 and "trl 1.99.0" in reasons[0] and fast.VERIFIED_VERSIONS["trl"] in reasons[0]
+    assert "trl 1.99.0" in capsys.readouterr().out
+
+
+def test_a_renamed_trl_method_turns_the_fast_path_off_visibly(tiny_model: str, tmp_path, monkeypatch) -> None:
+    """If TRL renamed a method we override, our override would silently never run: the trainer checks at start."""
+    from trl import GRPOTrainer
+
+    monkeypatch.delattr(GRPOTrainer, "_generate_single_turn")
+    trainer = _fast_trainer(tiny_model, tmp_path, max_completion_length=8)
+    reasons = [f["reason"] for f in trainer.fast_path["fallbacks"] if f["part"] == "all"]
+    assert len(reasons) == 1 and "_generate_single_turn" in reasons[0]

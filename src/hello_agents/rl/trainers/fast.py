@@ -21,16 +21,21 @@ KL, the clipped importance-ratio loss, logging -- with four replacements, each e
    (p rounded to a multiple of 2^-15).
 
 Anything outside that (vLLM, continuous batching, images, DeepSpeed/FSDP, a DDP-wrapped training
-forward, gradient checkpointing, repetition penalty, min_p, extra generation kwargs, non Llama-family
-or sliding-window models, quantized or DoRA layers) falls back to TRL's own code, unchanged.
-`HELLO_AGENTS_FAST=0` in the environment turns all of it off (A/B runs, bisecting).
+forward, gradient checkpointing, any generation_config field generate() would apply beyond temperature/top-k/
+top-p (repetition penalty, min_p, no_repeat_ngram_size, bad words...), extra generation kwargs, non
+Llama-family or sliding-window models, quantized or DoRA layers) falls back to TRL's own code, unchanged;
+so does everything when the installed TRL/transformers/PEFT are not the versions this was verified against
+(VERIFIED_VERSIONS) or a TRL method we override is gone. Each fallback is warned once and recorded with its
+reason in `trainer.fast_path` (the run's results.json). `HELLO_AGENTS_FAST=0` turns all of it off.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 import torch
@@ -53,6 +58,87 @@ class Unsupported(Exception):
 
 def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# The releases whose internals this module was checked against (the overrides below, PEFT's LoRA layers,
+# generate's config merge; tests/test_fast_equivalence.py). Patch releases of the same minor are accepted;
+# anything else runs plain TRL, with a warning, until someone re-runs the tests and updates this table.
+VERIFIED_VERSIONS = {"trl": "1.16.0", "transformers": "5.24.0", "peft": "0.21.2"}
+
+
+def version_blocker() -> str | None:
+    """Why the installed libraries are not the verified ones (None: they are)."""
+    from packaging.version import Version
+
+    off = []
+    for name, verified in VERIFIED_VERSIONS.items():
+        try:
+            installed = metadata.version(name)  # looked up now (not at import): what is really installed
+        except metadata.PackageNotFoundError:  # e.g. no PEFT: nothing of it to be coupled to
+            continue
+        if Version(installed).release[:2] != Version(verified).release[:2]:
+            off.append(f"{name} {installed}")
+    if not off:
+        return None
+    verified = ", ".join(f"{n} {v}" for n, v in VERIFIED_VERSIONS.items())
+    return f"{', '.join(off)} installed; the fast path is verified with {verified} (x.y.*)"
+
+
+# TRL methods FastGRPOTrainer overrides, with the leading parameters it relies on: if TRL renames or reshapes
+# one, the override would silently never run (or mis-bind), so the trainer turns the fast path off instead.
+OVERRIDDEN_TRL_METHODS = {
+    "_generate_single_turn": (
+        "self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images",
+    ),
+    "_get_per_token_logps_and_entropies": (
+        "self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
+        "compute_aux_loss",
+    ),
+}
+
+
+def coupling_blocker(trl_trainer_class: type) -> str | None:
+    """Why the fast trainer must not touch TRL's internals here (None: it may)."""
+    reason = version_blocker()
+    if reason:
+        return reason
+    for name, expected in OVERRIDDEN_TRL_METHODS.items():
+        method = getattr(trl_trainer_class, name, None)
+        if method is None:
+            return f"TRL has no {trl_trainer_class.__name__}.{name} any more (our override would never run)"
+        if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
+            return f"TRL changed the signature of {trl_trainer_class.__name__}.{name}"
+    return None
+
+
+class FastPathRecord:
+    """What the fast trainer did: counters per path and each fallback with its reason (results.json: fast_path).
+
+    A fallback is warned the first time it happens (printed, and logged where logging is set up), then counted.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.fallbacks: dict[tuple[str, str], int] = {}
+
+    def ran(self, what: str, n: int = 1) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
+    def fell_back(self, part: str, reason: str, n: int = 1) -> None:
+        if (part, reason) not in self.fallbacks:
+            message = f"[fast path] {part}: using TRL's own code ({reason})"
+            print(message, flush=True)  # the console a user watches (ConsoleProgress prints there too)
+            if log.hasHandlers():  # else logging's last resort would print it a second time, on stderr
+                log.warning(message)
+        self.fallbacks[(part, reason)] = self.fallbacks.get((part, reason), 0) + n
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sampler": self.counts.get("sampler_completions", 0) > 0,
+            "shared_prompt_forward": self.counts.get("shared_prompt_forwards", 0) > 0,
+            "counts": dict(sorted(self.counts.items())),
+            "fallbacks": [{"part": p, "reason": r, "times": n} for (p, r), n in self.fallbacks.items()],
+        }
 
 
 # --- a cheaper LoRA dropout on CPU ----------------------------------------------------------------------------
@@ -90,6 +176,10 @@ class FastDropout(torch.nn.Module):
 def use_fast_dropout(model: Any) -> int:
     """Swap every LoRA dropout of `model` (PEFT) for FastDropout, on CPU only; returns how many."""
     if not enabled():
+        return 0
+    reason = version_blocker()
+    if reason:  # PEFT's layer layout is what we swap into: only on verified versions
+        log.warning("FastDropout off: %s", reason)
         return 0
     swapped = 0
     for module in model.modules():
@@ -419,6 +509,11 @@ def score(
     return torch.cat(logps) * attention_mask[:, length:]
 
 
+def _live_dropout(module: torch.nn.Module) -> bool:
+    # nn.Dropout, our FastDropout, or whatever else PEFT put there (Identity when p == 0): unknown kinds count as live
+    return module.training and not isinstance(module, torch.nn.Identity) and getattr(module, "p", 1.0) > 0
+
+
 def no_active_dropout(model: Any) -> bool:
     """True when a forward of `model` right now is deterministic (eval mode, or every live dropout is 0)."""
     if not model.training:
@@ -431,7 +526,7 @@ def no_active_dropout(model: Any) -> bool:
         if dropouts is None or getattr(module, "disable_adapters", False) or getattr(module, "merged", False):
             continue
         for name in module.active_adapters:
-            if name in dropouts and isinstance(dropouts[name], torch.nn.Dropout) and dropouts[name].p > 0:
+            if name in dropouts and _live_dropout(dropouts[name]):
                 return False
     return True
 
@@ -500,6 +595,43 @@ def sample(
         completions.append(row[:end])
         logprobs.append(row_logps[:end])
     return completions, logprobs
+
+
+# GenerationConfig fields the lean sampler implements, or that do not change which tokens generate() samples:
+# lengths and ids TRL sets, output formats, caching and compilation, beam-only knobs, assisted-decoding knobs
+# (inert without an assistant). Any other field away from its neutral value sends the rollout to generate().
+SAMPLER_FIELDS = frozenset({
+    "do_sample", "temperature", "top_k", "top_p", "max_new_tokens", "max_length", "eos_token_id", "pad_token_id",
+    "bos_token_id", "decoder_start_token_id", "use_cache", "cache_implementation", "cache_config", "max_cache_len",
+    "compile_config", "disable_compile", "prefill_chunk_size", "low_memory", "continuous_batching_config",
+    "output_attentions", "output_hidden_states", "output_scores", "output_logits", "return_dict_in_generate",
+    "renormalize_logits", "early_stopping", "length_penalty", "num_assistant_tokens", "num_assistant_tokens_schedule",
+    "assistant_confidence_threshold", "assistant_lookbehind", "target_lookbehind", "max_matching_ngram_size",
+    "transformers_version", "_from_model_config",
+})
+
+
+def sampler_settings(model: Any, requested: Any) -> tuple[dict[str, Any], str | None]:
+    """What `model.generate(generation_config=requested)` samples with, as `sample()`'s temperature/top_p/top_k,
+    or why the sampler cannot reproduce it. generate fills every field TRL's config leaves unset from the model's
+    own generation_config (a checkpoint may ship min_p, no_repeat_ngram_size, bad_words_ids...): merge the same way.
+    """
+    from transformers import GenerationConfig
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    merged, _ = base._prepare_generation_config(requested)  # generate's own merge: requested > model's > defaults
+    blank = GenerationConfig()
+    neutral = {**dict.fromkeys(blank.to_dict()), **blank._get_default_generation_params()}
+    applied = []
+    for name, default in neutral.items():
+        value = getattr(merged, name, None)
+        if name in SAMPLER_FIELDS or value == default or (default is None and value in ([], {}, ())):
+            continue
+        applied.append(f"{name}={value!r}"[:60])
+    if applied:
+        return {}, "generation_config " + ", ".join(applied)
+    temperature = merged.temperature if merged.do_sample else 0.0  # generate: do_sample=False is greedy
+    return {"temperature": temperature, "top_p": merged.top_p, "top_k": merged.top_k}, None
 
 
 def fast_decoder_or_reason(model: Any) -> tuple[FastDecoder | None, str | None]:
@@ -613,11 +745,20 @@ def fast_grpo_trainer_class() -> type:
     class FastGRPOTrainer(GRPOTrainer):
         """TRL's GRPOTrainer; only rollouts and per-token log-prob forwards differ, each falling back to TRL's."""
 
-        _fast_reason: str | None = None
-
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._fast_record = FastPathRecord()
+            # checked before anything of ours touches TRL/PEFT internals; outside them this is plain GRPOTrainer
+            self._fast_off = coupling_blocker(GRPOTrainer)
             super().__init__(*args, **kwargs)
-            use_fast_dropout(self.model)
+            if self._fast_off:
+                self._fast_record.fell_back("all", self._fast_off)
+            else:
+                self._fast_record.ran("fast_dropout_layers", use_fast_dropout(self.model))
+
+        @property
+        def fast_path(self) -> dict[str, Any]:
+            """Which paths ran, how often, and every fallback with its reason (JSON-ready)."""
+            return self._fast_record.as_dict()
 
         def _fast_generation_blocker(self, images: Any, multimodal_fields: Any) -> str | None:
             args = self.args
@@ -627,8 +768,6 @@ def fast_grpo_trainer_class() -> type:
                 (getattr(self, "use_transformers_continuous_batching", False), "continuous batching"),
                 (bool(images) or bool(multimodal_fields), "multimodal prompts"),
                 (self.is_deepspeed_enabled or self.is_fsdp_enabled, "DeepSpeed/FSDP"),
-                (self.min_p is not None, "min_p"),
-                (self.repetition_penalty not in (None, 1.0), "repetition_penalty"),
                 (bool(args.generation_kwargs), "generation_kwargs"),
                 (args.cache_implementation is not None, "cache_implementation"),
                 (getattr(self, "_is_vlm", False), "vision-language model"),
@@ -646,6 +785,11 @@ def fast_grpo_trainer_class() -> type:
             compute_aux_loss=False,
             **extra,
         ):
+            if self._fast_off:
+                self._fast_record.ran("trl_forwards")
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra
+                )
             unwrapped = self.accelerator.unwrap_model(model)
             blocker = (
                 (self.is_deepspeed_enabled or self.is_fsdp_enabled) and "DeepSpeed/FSDP"
@@ -653,6 +797,8 @@ def fast_grpo_trainer_class() -> type:
             if not blocker and unwrapped is not model and torch.is_grad_enabled():
                 blocker = "DDP-wrapped model"  # two forwards per backward through DDP's reducer: not here
             if blocker:
+                self._fast_record.fell_back("forward", blocker)
+                self._fast_record.ran("trl_forwards")
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra
                 )
@@ -674,9 +820,11 @@ def fast_grpo_trainer_class() -> type:
                         if decoder is not None:
                             with profiling_context(self, "fast.score"):
                                 part = (score(decoder, ids, mask, width, self.temperature), None)
+                            self._fast_record.ran("functional_scores")
                         else:
                             part = shared_prefix_logps(unwrapped, ids, mask, width, compute_entropy)
-                    if part is None:  # no prompt repeats in these rows: TRL's own forward
+                            self._fast_record.ran("shared_prompt_forwards" if part is not None else "trl_forwards")
+                    if part is None:  # no prompt repeats in these rows (data, not a fallback): TRL's own forward
                         part = super()._get_per_token_logps_and_entropies(model, ids, mask, width, None, compute_entropy)[:2]
                     parts.append(tuple(None if t is None else F.pad(t, (0, logits_to_keep - width)) for t in part))
                     order.append(index)
@@ -686,15 +834,21 @@ def fast_grpo_trainer_class() -> type:
             return logps, entropies, None
 
         def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-            blocker = self._fast_generation_blocker(images, multimodal_fields) or has_tool_images and "tool images"
-            decoder = None
-            if not blocker:
+            if self._fast_off:
+                blocker: str | None = ""  # the whole fast path is off, reported once at start
+            else:
+                blocker = self._fast_generation_blocker(images, multimodal_fields)
+                blocker = blocker or ("tool images" if has_tool_images else None)
+            decoder, settings = None, {}
+            if blocker is None:
                 model = self.accelerator.unwrap_model(self.model)
+                settings, blocker = sampler_settings(model, self.generation_config)
+            if blocker is None:
                 decoder, blocker = fast_decoder_or_reason(model)
-            if blocker:
-                if blocker != self._fast_reason:
-                    log.info("lean sampler off (%s): generating with model.generate", blocker)
-                    self._fast_reason = blocker
+            if blocker is not None:
+                if blocker:  # "" = the whole fast path is off, already reported once
+                    self._fast_record.fell_back("sampler", blocker, len(prompt_ids))
+                self._fast_record.ran("generate_completions", len(prompt_ids))
                 return super()._generate_single_turn(
                     prompt_ids, images, multimodal_fields, num_generations, has_tool_images
                 )
@@ -705,12 +859,11 @@ def fast_grpo_trainer_class() -> type:
                     max_new_tokens=self.max_completion_length,
                     eos_token_ids=list(self.eos_token_ids),
                     pad_token_id=self._tokenizer.pad_token_id,
-                    temperature=self.temperature,
-                    top_p=self.top_p,
-                    top_k=self.top_k,
                     decoder=decoder,
+                    **settings,
                 )
             del decoder  # frees the merged weights before the training forward
+            self._fast_record.ran("sampler_completions", len(prompt_ids))
             return completion_ids, logprobs
 
     return FastGRPOTrainer

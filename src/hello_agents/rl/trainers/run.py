@@ -159,5 +159,6 @@ def summarise(
             mean_kl=sum(kls) / len(kls) if kls else 0.0,
             final_kl=kls[-1] if kls else 0.0,
             kl_coef=float(getattr(trainer, "beta", cfg.kl_coef)),
+            fast_path=getattr(trainer, "fast_path", None),  # which fast paths ran, every fallback and why
         )
     return result

@@ -1,0 +1,131 @@
+"""FastGRPOTrainer is TRL's GRPOTrainer: one whole step against plain TRL, and a record of which path ran.
+
+docs/performance.md: the fast trainer must give TRL's loss and gradients (dropout 0, same batch), and a run
+must say whether the lean sampler and the shared-prompt forward did the work (a renamed TRL method would
+otherwise switch them off without a trace).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hello_agents.rl.trainers import fast
+
+pytestmark = pytest.mark.slow
+
+
+def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **overrides) -> tuple:
+    """The project's GRPO trainer and plain TRL's, built by build_trainer from one config, same LoRA weights."""
+    from trl import GRPOTrainer
+
+    from hello_agents.rl import data as data_layer
+    from hello_agents.rl.config import TrainConfig
+    from hello_agents.rl.models import load_model, load_tokenizer
+    from hello_agents.rl.rewards import build_reward, to_trl_reward
+    from hello_agents.rl.trainers import build
+
+    cfg = TrainConfig(algorithm="grpo", model_name=tiny_model, output_dir=str(tmp_path), dataset="arithmetic",
+                      max_samples=8, batch_size=2, num_generations=4, max_new_tokens=16, lora_rank=8, lora_alpha=16,
+                      lora_dropout=0.0, report_to=["none"], max_steps=1, **overrides)
+    data = data_layer.load(cfg)
+    tokenizer = load_tokenizer(cfg.model_name, False)
+    # length shaping differs within a group even for a random model: non-zero advantages, hence gradients
+    reward = to_trl_reward(build_reward("length_penalty", {"target_length": 6, "penalty_weight": 1.0}))
+    trainers = []
+    for trainer_class in (fast.fast_grpo_trainer_class(), GRPOTrainer):
+        monkeypatch.setattr(fast, "fast_grpo_trainer_class", lambda cls=trainer_class: cls)
+        model = load_model(cfg.model_name, False, torch.float32)
+        trainers.append(build.build_trainer(cfg, model, tokenizer, data, None, reward, [], "cpu", False))
+    ours, theirs = trainers
+    assert type(ours) is not GRPOTrainer and type(theirs) is GRPOTrainer
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for (name, param), (other_name, other) in zip(ours.model.named_parameters(), theirs.model.named_parameters()):
+            assert name == other_name
+            if "lora_B" in name:  # a fresh adapter is an exact no-op: make it matter
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
+            other.copy_(param)
+    for trainer in trainers:
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = cfg.gradient_accumulation_steps  # what train() sets
+    prompts = cfg.batch_size * cfg.effective_steps_per_generation  # one generation batch, each prompt in its group
+    rows = [data[i] for i in range(prompts) for _ in range(cfg.num_generations)]
+    return ours, theirs, rows
+
+
+@pytest.mark.parametrize("overrides", [{}, {"loss_type": "grpo", "steps_per_generation": 2}], ids=["dapo", "grpo_spg2"])
+def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path, monkeypatch, overrides: dict) -> None:
+    """Same batch, dropout 0: the whole step (rollout record, reference and old-policy log-probs, advantages,
+    loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions."""
+    from trl.trainer.utils import split_tensor_dict
+
+    monkeypatch.setattr(fast, "BUCKET_OVERHEAD_TOKENS", 0)  # split by length as much as allowed: buckets exercised
+    ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, **overrides)
+    torch.manual_seed(0)
+    batch = ours._generate_and_score_completions(rows)  # our sampler's rollout, our reference/old log-probs
+    completions = [ids[mask.bool()].tolist() for ids, mask in zip(batch["completion_ids"], batch["completion_mask"])]
+    monkeypatch.setattr(theirs, "_generate_single_turn", lambda *args, **kwargs: (completions, None))
+    expected = theirs._generate_and_score_completions(rows)  # TRL's own code on the same completions
+    assert ("old_per_token_logps" in expected) == ("steps_per_generation" in overrides)
+    for key, value in expected.items():
+        torch.testing.assert_close(batch[key], value, atol=1e-5, rtol=0, msg=key)
+    steps = ours.args.steps_per_generation
+    for mine, trls in zip(split_tensor_dict(batch, steps), split_tensor_dict(expected, steps)):
+        results = []
+        for trainer, inputs in ((ours, mine), (theirs, trls)):
+            trainer.model.zero_grad()
+            loss = trainer.compute_loss(trainer.model, inputs)
+            loss.backward()
+            grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+            results.append((loss.detach(), grads))
+        (loss, grads), (trl_loss, trl_grads) = results
+        torch.testing.assert_close(loss, trl_loss, atol=1e-7, rtol=1e-5)
+        assert grads.keys() == trl_grads.keys() and len(grads) == 4 * 7 * 2, "lora_A and lora_B of every layer"
+        assert all(g.abs().sum() > 0 for g in trl_grads.values()), "every LoRA weight gets a gradient"
+        for name, grad in trl_grads.items():
+            torch.testing.assert_close(grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)
+    counts = ours.fast_path["counts"]
+    assert counts["sampler_completions"] == len(rows), "the rollout was the lean sampler's"
+    assert counts["shared_prompt_forwards"] > 0 and counts["functional_scores"] > 0, "the fast forwards ran"
+    assert ours.fast_path["fallbacks"] == []
+
+
+def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, capsys) -> None:
+    """A GRPO run on a supported model goes through the lean sampler and the shared-prompt forward, and says so
+    in the result and results.json; a renamed or reshaped TRL method would show up here as zero counts."""
+    from hello_agents.tools import RLTrainingTool
+
+    out = tmp_path / "grpo"
+    result = RLTrainingTool().run({
+        "action": "train", "algorithm": "grpo", "model_name": tiny_model, "output_dir": str(out),
+        "dataset": "arithmetic", "max_samples": 4, "max_steps": 2, "batch_size": 2, "num_generations": 2,
+        "max_new_tokens": 8, "logging_steps": 1, "save_steps": 100, "report_to": ["none"],
+    })
+    record = result["fast_path"]
+    assert record["sampler"] is True and record["shared_prompt_forward"] is True
+    counts = record["counts"]
+    assert counts["sampler_completions"] == 2 * 2 * 2, "every completion of both steps came from the lean sampler"
+    assert counts.get("generate_completions", 0) == 0
+    assert counts["shared_prompt_forwards"] >= 2 and counts["fast_dropout_layers"] == 4 * 7
+    assert record["fallbacks"] == [] and "[fast path]" not in capsys.readouterr().out
+    assert json.loads((out / "results.json").read_text())["fast_path"] == record
+
+
+def test_a_run_with_the_switch_off_records_the_fallback(tiny_model: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    from hello_agents.tools import RLTrainingTool
+
+    monkeypatch.setenv(fast.ENV_SWITCH, "0")
+    result = RLTrainingTool().run({
+        "action": "train", "algorithm": "grpo", "model_name": tiny_model, "output_dir": str(tmp_path / "grpo"),
+        "dataset": "arithmetic", "max_samples": 2, "max_steps": 1, "batch_size": 2, "num_generations": 2,
+        "max_new_tokens": 4, "logging_steps": 1, "save_steps": 100, "report_to": ["none"],
+    })
+    record = result["fast_path"]
+    assert record["sampler"] is False and record["shared_prompt_forward"] is False
+    assert record["counts"]["generate_completions"] == 4 and record["counts"].get("sampler_completions", 0) == 0
+    assert {(f["part"], f["reason"]) for f in record["fallbacks"]} >= {("sampler", "HELLO_AGENTS_FAST=0")}
+    assert capsys.readouterr().out.count("HELLO_AGENTS_FAST=0") == len(record["fallbacks"]), "each printed once"
