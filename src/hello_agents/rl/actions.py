@@ -19,6 +19,7 @@ from hello_agents.rl.config import (
     ExportConfig,
     LoadDatasetConfig,
     PipelineConfig,
+    SearchConfig,
     TrainConfig,
     did_you_mean,
     validate,
@@ -44,6 +45,7 @@ ACTIONS: dict[str, Action] = {
     "export": Action(ExportConfig, "hello_agents.rl.export:run"),
     "load_dataset": Action(LoadDatasetConfig, "hello_agents.rl.data:describe"),
     "create_reward": Action(CreateRewardConfig, "hello_agents.rl.rewards:score_completions"),
+    "search": Action(SearchConfig, "hello_agents.rl.search:run"),
 }
 
 

@@ -392,6 +392,172 @@ def _first_error(error: ValidationError, model: type[BaseModel]) -> str:
     return f"`{key}`: {message}{shown}{hint}"
 
 
+class SearchConfig(_Base):
+    """`action: search` -- the book's section 11.6 on Optuna: every trial is a full training run in its own folder."""
+
+    base: dict[str, Any] = Field(default_factory=dict, description="Train keys every trial shares (any train key).")
+    space: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "learning_rate": {"low": 1e-6, "high": 1e-4, "log": True},
+            "kl_coef": [0.01, 0.05, 0.1],
+            "lora_rank": [8, 16, 32],
+        },
+        description="Train key -> a list of choices, or {low, high, log, step} for a number; the default is the book's section 11.6 space.",
+    )
+    sampler: Literal["tpe", "random", "grid"] = Field("tpe", description="Optuna sampler; grid needs lists only.")
+    pruner: Literal["median", "hyperband", "none"] = Field(
+        "median", description="Stop hopeless trials early on the periodic eval reward (eval_steps) or the train reward."
+    )
+    pruner_startup_trials: int = Field(3, ge=0, description="Median pruner: trials that run in full before any is pruned.")
+    pruner_warmup_steps: int = Field(0, ge=0, description="Median pruner: steps a trial runs before it can be pruned.")
+    n_trials: int = Field(20, ge=1, description="Finished trials (complete, pruned or failed) the study ends with.")
+    objective: Literal["accuracy", "reward"] = Field(
+        "accuracy",
+        description="accuracy: greedy accuracy on the evaluation split after training; reward: the last "
+        "periodic eval reward (or train reward without eval_steps). Maximised.",
+    )
+    evaluation: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Evaluate keys for the accuracy objective; default: the base's dataset, split test, 200 questions.",
+    )
+    enqueue: list[dict[str, Any]] = Field(
+        default_factory=list, description="Configurations (space keys -> values) to try first, e.g. the hand-picked one."
+    )
+    storage: str | None = Field(
+        None, description="Optuna RDB URL holding the study; None = sqlite:///<output_dir>/study.db."
+    )
+    study_name: str = Field("search", min_length=1, description="Study name in the storage; workers with the same one share it.")
+    output_dir: str = Field("./runs/search", description="trial-NNNN/ folders, report.md, plots and best_config.yaml.")
+    seed: int | None = Field(
+        None, description="Sampler seed, plus the number of trials already in the study (a rerun draws anew); None = fresh per worker."
+    )
+    heartbeat_interval: int = Field(
+        30, ge=1, description="Seconds between a running trial's heartbeats; a killed trial is retried after grace_period."
+    )
+    grace_period: int | None = Field(None, ge=1, description="Seconds without a heartbeat before a trial counts as killed; None = 2 x heartbeat_interval.")
+    max_retry: int = Field(2, ge=0, description="Times a killed or interrupted trial is retried with the same parameters.")
+
+    @field_validator("storage")
+    @classmethod
+    def _rdb_url(cls, value: str | None) -> str | None:
+        if value is not None and "://" not in value:
+            raise ValueError(f"not a database URL: {value!r}; e.g. sqlite:///runs/search.db or postgresql://user@host/db")
+        return value
+
+    @model_validator(mode="after")
+    def _search_is_valid(self) -> "SearchConfig":
+        owned = sorted(set(self.base) & _SEARCH_OWNS)
+        if owned:
+            raise ValueError(
+                f"`base.{owned[0]}`: the search sets it for each trial (<output_dir>/trial-NNNN, never overwriting); "
+                "remove it from base (set the search's output_dir instead)"
+            )
+        for key, value in _numbers(self.base, "base"):  # NaN slips through pydantic's gt/ge checks
+            if not math.isfinite(value):
+                raise ValueError(f"`{key}`: must be a finite number (got {value})")
+        base = self.trial_config({}, 0)  # validates every base key, and that output_dir is writable
+        if not self.space:
+            raise ValueError("`space`: empty; give at least one train key, e.g. {kl_coef: [0.01, 0.05, 0.1]}")
+        for key, value in _numbers(self.space, "space"):
+            if not math.isfinite(value):
+                raise ValueError(f"`{key}`: must be a finite number (got {value})")
+        for key, spec in self.space.items():
+            _check_dimension(key, spec, self.base, self.sampler)
+        if self.objective == "reward" and base.algorithm != "grpo":
+            raise ValueError("`objective`: reward needs algorithm grpo in base (SFT has no reward); use accuracy")
+        for i, row in enumerate(self.enqueue):
+            unknown = [key for key in row if key not in self.space]
+            if unknown:
+                raise ValueError(f"`enqueue.{i}.{unknown[0]}`: not a key of space{did_you_mean(unknown[0], list(self.space))}")
+            _nested(TrainConfig, {**self.base, **row}, f"enqueue.{i}")
+        if self.objective == "accuracy":
+            if not isinstance(base.dataset, str) and "dataset" not in self.evaluation:
+                raise ValueError(
+                    "`evaluation.dataset`: the base's dataset is a Python object, so its held-out split cannot be "
+                    "chosen; give the evaluation a dataset (e.g. arithmetic, or a .jsonl file)"
+                )
+            self.evaluation_config("<model>")
+        return self
+
+    def trial_config(self, params: dict[str, Any], number: int) -> TrainConfig:
+        """One trial's full, validated train config: base, then the trial's parameters, in its own folder."""
+        folder = str(Path(self.output_dir) / f"trial-{number:04d}")
+        return _nested(TrainConfig, {**self.base, **params, "action": "train", "output_dir": folder}, "base")
+
+    def evaluation_config(self, model_path: str) -> EvaluateConfig:
+        keys = (set(DataConfig.model_fields) - {"action", "split", "max_samples"}) | {"trust_remote_code", "enable_thinking"}
+        shared = {k: v for k, v in self.base.items() if k in keys}
+        if "max_new_tokens" in self.base:
+            shared["max_new_tokens"] = self.base["max_new_tokens"]
+        params = {"max_samples": 200, **shared, "action": "evaluate", "split": "test", **self.evaluation}
+        return _nested(EvaluateConfig, {**params, "model_path": model_path}, "evaluation")
+
+
+_SEARCH_OWNS = {"output_dir", "overwrite_output_dir", "resume_from_checkpoint"}
+_RANGE_KEYS = ("low", "high", "log", "step")
+
+
+def _check_dimension(key: str, spec: Any, base: dict[str, Any], sampler: str) -> None:
+    """One space entry: a train key, with choices or a range the key's type and bounds accept."""
+    where = f"`space.{key}`"
+    if key not in TrainConfig.model_fields or key == "action":
+        raise ValueError(f"{where}: not a train key{did_you_mean(key, list(TrainConfig.model_fields))}")
+    if key in _SEARCH_OWNS:
+        raise ValueError(f"{where}: the search sets it for each trial; it cannot be searched")
+    if isinstance(spec, (list, tuple)):
+        if not spec:
+            raise ValueError(f"{where}: empty list of choices; give at least one value")
+        for value in spec:
+            if value is not None and not isinstance(value, (bool, int, float, str)):
+                raise ValueError(f"{where}: choices must be numbers, strings, booleans or null (got {value!r})")
+            _nested(TrainConfig, {**base, key: value}, f"space.{key}")
+        return
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where}: give a list of choices or a range {{low, high, log, step}} (got {spec!r})")
+    if sampler == "grid":
+        raise ValueError(f"{where}: the grid sampler needs a finite list of values, e.g. [1e-5, 1e-4]; or use sampler tpe/random")
+    for name in spec:
+        if name not in _RANGE_KEYS:
+            raise ValueError(f"`space.{key}.{name}`: unknown range key{did_you_mean(str(name), list(_RANGE_KEYS))} (use low, high, log, step)")
+    if "low" not in spec or "high" not in spec:
+        raise ValueError(f"{where}: a range needs low and high, e.g. {{low: 1e-6, high: 1e-4, log: true}}")
+    kinds = set(numeric_kinds(TrainConfig.model_fields[key].annotation))
+    if not kinds:
+        raise ValueError(f"{where}: {key} is not a number; give a list of choices instead of a range")
+    low, high, log, step = spec["low"], spec["high"], spec.get("log", False), spec.get("step")
+    integer = kinds == {int}
+    for name, value in (("low", low), ("high", high), ("step", step)):
+        number_ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if (value is not None or name != "step") and (isinstance(value, bool) or not number_ok or not math.isfinite(value)):
+            kind = "an integer" if integer else "a finite number"
+            raise ValueError(f"`space.{key}.{name}`: {key} takes {kind} (got {value!r})")
+    if not isinstance(log, bool):
+        raise ValueError(f"`space.{key}.log`: true or false (got {log!r})")
+    if not low < high:
+        raise ValueError(f"{where}: need low < high (got low {low}, high {high})")
+    if log and low <= 0:
+        raise ValueError(f"{where}: a log range needs low > 0 (got {low})")
+    if step is not None and (step <= 0 or log):
+        raise ValueError(f"`space.{key}.step`: must be > 0 and cannot go with log: true (got {step})")
+    for value in (low, high):  # the key's own bounds, e.g. lora_rank >= 1, kl_coef >= 0
+        _nested(TrainConfig, {**base, key: value}, f"space.{key}")
+
+
+def _numbers(value: Any, where: str) -> list[tuple[str, float]]:
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _numbers(item, f"{where}.{key}")]
+    if isinstance(value, (list, tuple)):
+        return [found for i, item in enumerate(value) for found in _numbers(item, f"{where}.{i}")]
+    return [(where, value)] if isinstance(value, float) else []
+
+
+def numeric_kinds(annotation: Any) -> list[type]:
+    import typing
+
+    args = typing.get_args(annotation) or (annotation,)
+    return [kind for kind in (int, float) if kind in args]
+
+
 def validate(model: type[BaseModel], params: dict[str, Any]) -> Any:
     """Validate parameters against one action's model; raise ConfigError naming the key and the fix."""
     action = params.get("action", "train")

@@ -23,13 +23,13 @@ from hello_agents.rl.trainers.doctor import Doctor
 from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
 
 
-def train(cfg: TrainConfig) -> dict[str, Any]:
+def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train; on CUDA out-of-memory shrink as the seed advises and resume from the last checkpoint."""
     resume = prepare_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
     changes: list[str] = []
     while True:
         try:
-            result = _train_once(cfg, resume)
+            result = _train_once(cfg, resume, extra_callbacks or [])
             break
         except torch.OutOfMemoryError:
             # one rank cannot shrink alone: the others would wait for it forever
@@ -51,7 +51,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     return result
 
 
-def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
+def _train_once(cfg: TrainConfig, resume: str | None, extra_callbacks: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any]:
     from transformers.trainer_callback import ProgressCallback
 
     started = time.time()
@@ -65,7 +65,7 @@ def _train_once(cfg: TrainConfig, resume: str | None) -> dict[str, Any]:
     monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, thresholds))
     nonfinite = NonFiniteGuard(cfg.skip_nonfinite_steps)
     interrupt = InterruptGuard()
-    callbacks = [monitor, nonfinite, interrupt]
+    callbacks = [monitor, nonfinite, interrupt, *extra_callbacks]  # extra: e.g. the search's pruning reporter
     bf16 = dtype == torch.bfloat16
     reward_fn = None
     if cfg.algorithm == "grpo":

@@ -1,0 +1,293 @@
+"""`action: search`: validation before anything runs, trials as ordinary runs, pruning, failures, resume, workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hello_agents.rl import cli
+from hello_agents.rl.actions import parse
+from hello_agents.rl.errors import ConfigError
+from hello_agents.tools import RLTrainingTool
+
+
+def tiny_base(model: str, **overrides: Any) -> dict[str, Any]:
+    """A GRPO run of a few seconds on the tiny model."""
+    return {
+        "model_name": model, "algorithm": "grpo", "dataset": "arithmetic", "max_samples": 8, "max_steps": 2,
+        "batch_size": 2, "num_generations": 2, "max_new_tokens": 8, "logging_steps": 1, "save_steps": 1000,
+        "report_to": "none", "seed": 0, **overrides,
+    }
+
+
+def search_params(out: Path, model: str, base: dict | None = None, **overrides: Any) -> dict[str, Any]:
+    return {
+        "action": "search", "output_dir": str(out), "sampler": "random", "n_trials": 3, "seed": 0,
+        "base": base or tiny_base(model),
+        "space": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}, "lora_rank": [4, 8]},
+        "evaluation": {"max_samples": 8, "batch_size": 8}, **overrides,
+    }
+
+
+def load_study(out: Path, name: str = "search") -> Any:
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{out.resolve() / 'study.db'}")
+
+
+# ---- 5. the space is checked before anything runs ----
+
+BAD_SPACES = [
+    ({"kl_coeff": [0.01, 0.1]}, "`space.kl_coeff`: not a train key; did you mean `kl_coef`?"),
+    ({"lora_rank": [0, 8]}, "`space.lora_rank`"),  # lora_rank >= 1
+    ({"lora_rank": {"low": 0, "high": 16}}, "greater than or equal to 1"),
+    ({"lora_rank": {"low": 4.5, "high": 16}}, "`space.lora_rank.low`: lora_rank takes an integer"),
+    ({"kl_coef": {"low": -0.1, "high": 0.1}}, "`space.kl_coef`"),  # kl_coef >= 0
+    ({"learning_rate": {"low": 0.0, "high": 1e-4, "log": True}}, "a log range needs low > 0"),
+    ({"learning_rate": {"low": 1e-4, "high": 1e-6}}, "need low < high"),
+    ({"learning_rate": {"lo": 1e-6, "high": 1e-4}}, "`space.learning_rate.lo`: unknown range key; did you mean `low`?"),
+    ({"scale_rewards": {"low": 0, "high": 1}}, "`space.scale_rewards`: scale_rewards is not a number"),
+    ({"output_dir": ["a", "b"]}, "`space.output_dir`: the search sets it"),
+    ({"kl_coef": []}, "`space.kl_coef`: empty list"),
+    ({"kl_coef": [float("nan")]}, "`space.kl_coef.0`: must be a finite number"),
+    ({}, "`space`: empty"),
+]
+
+
+@pytest.mark.parametrize("space,message", BAD_SPACES)
+def test_bad_space_is_refused_naming_the_key(tmp_path: Path, space: dict, message: str) -> None:
+    out = tmp_path / "search"
+    params = {"action": "search", "output_dir": str(out), "base": {"dataset": "arithmetic"}, "space": space}
+    with pytest.raises(ConfigError) as error:
+        RLTrainingTool().run(params)
+    assert message in str(error.value)
+    assert not out.exists(), "nothing is written before the space is valid"
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"sampler": "grid", "space": {"learning_rate": {"low": 1e-6, "high": 1e-4}}}, "grid sampler needs a finite list"),
+        ({"base": {"algorithm": "sft", "dataset": "arithmetic"}, "objective": "reward"}, "`objective`: reward needs algorithm grpo"),
+        ({"base": {"dataset": "arithmetic", "output_dir": "elsewhere"}}, "`base.output_dir`: the search sets it"),
+        ({"base": {"dataset": "arithmetic", "learnin_rate": 1e-5}}, "did you mean `learning_rate`?"),
+        ({"base": {"dataset": "arithmetic", "kl_coef": float("nan")}}, "`base.kl_coef`: must be a finite number"),
+        ({"enqueue": [{"kl_coeff": 0.1}]}, "`enqueue.0.kl_coeff`: not a key of space; did you mean `kl_coef`?"),
+        ({"enqueue": [{"kl_coef": -1.0}]}, "`enqueue.0`"),
+        ({"evaluation": {"max_sample": 10}}, "`evaluation.max_sample`: unknown parameter; did you mean `max_samples`?"),
+        ({"storage": "runs/search.db"}, "`storage`: not a database URL"),
+        ({"samplr": "tpe"}, "did you mean `sampler`?"),
+    ],
+)
+def test_bad_search_settings_are_refused(tmp_path: Path, extra: dict, message: str) -> None:
+    params = {"action": "search", "output_dir": str(tmp_path / "s"), "base": {"dataset": "arithmetic"},
+              "space": {"kl_coef": [0.01, 0.1]}, **extra}
+    with pytest.raises(ConfigError) as error:
+        parse(params)
+    assert message in str(error.value)
+
+
+def test_cli_refuses_a_bad_search_config_with_status_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = tmp_path / "search.yaml"
+    config.write_text(yaml.safe_dump({"base": {"dataset": "arithmetic"}, "space": {"lora_rank": [0, 8]},
+                                      "output_dir": str(tmp_path / "s")}))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["search", "--config", str(config)])
+    assert exit_.value.code == 2
+    assert "`space.lora_rank`" in capsys.readouterr().err
+
+
+def test_ranges_become_optuna_suggestions_of_the_key_type(tmp_path: Path) -> None:
+    import optuna
+
+    from hello_agents.rl.search import _suggest
+
+    space = {"lora_rank": {"low": 4, "high": 64, "log": True}, "learning_rate": {"low": 1e-6, "high": 1e-4, "log": True},
+             "kl_coef": [0.01, 0.05, 0.1], "num_generations": {"low": 2, "high": 8, "step": 2}}
+    cfg = parse({"action": "search", "output_dir": str(tmp_path), "base": {"dataset": "arithmetic"}, "space": space})
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(30):
+        trial = study.ask()
+        params = {key: _suggest(trial, key, spec) for key, spec in cfg.space.items()}
+        train = cfg.trial_config(params, trial.number)  # every draw is a valid train config
+        assert isinstance(train.lora_rank, int) and 4 <= train.lora_rank <= 64
+        assert 1e-6 <= train.learning_rate <= 1e-4 and train.kl_coef in (0.01, 0.05, 0.1)
+        assert train.num_generations in (2, 4, 6, 8)
+        assert Path(train.output_dir) == tmp_path / f"trial-{trial.number:04d}"
+        study.tell(trial, 0.0)
+
+
+# ---- 1 and 4. trials are ordinary runs; the report; the best config trains as is; reruns continue ----
+
+
+@pytest.mark.slow
+def test_search_trials_report_and_best_config(tmp_path: Path, tiny_model: str) -> None:
+    import matplotlib.image
+
+    out = tmp_path / "search"
+    result = RLTrainingTool().run(search_params(out, tiny_model))
+    assert result["status"] == "completed" and result["n_trials"] == 3
+    assert [row["state"] for row in result["trials"]] == ["complete"] * 3
+    for row in result["trials"]:
+        folder = Path(row["output_dir"])
+        assert folder == out / f"trial-{row['number']:04d}"
+        assert json.loads((folder / "results.json").read_text())["status"] == "completed"
+        assert json.loads((folder / "evaluation.json").read_text())["accuracy"] == row["value"]
+        trial_config = yaml.safe_load((folder / "config.yaml").read_text())
+        assert trial_config["learning_rate"] == row["params"]["learning_rate"]
+        assert trial_config["lora_rank"] == row["params"]["lora_rank"]
+        assert row["duration_s"] > 0
+    report = (out / "report.md").read_text()
+    assert "| trial | learning_rate | lora_rank | objective | duration (s) | state | note |" in report
+    assert f"optuna-dashboard {result['storage']}" in report
+    for png in ("history.png", "importance.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"({png})" in report
+        assert matplotlib.image.imread(out / png).ndim == 3
+
+    best = yaml.safe_load(Path(result["best"]["config_path"]).read_text())
+    assert best["learning_rate"] == result["best"]["params"]["learning_rate"] and best["output_dir"] == str(out / "best")
+    with pytest.raises(SystemExit) as exit_:  # the best config trains as is
+        cli.main(["train", "--config", result["best"]["config_path"]])
+    assert exit_.value.code == 0
+    assert json.loads((out / "best" / "results.json").read_text())["config"]["lora_rank"] == best["lora_rank"]
+
+    again = RLTrainingTool().run(search_params(out, tiny_model))  # the same command: nothing left to do
+    assert [row["duration_s"] for row in again["trials"]] == [row["duration_s"] for row in result["trials"]]
+    more = RLTrainingTool().run(search_params(out, tiny_model, n_trials=4))  # a bigger budget: one more trial
+    assert len(more["trials"]) == 4 and more["trials"][:3] == again["trials"]
+    assert more["trials"][3]["params"] not in [row["params"] for row in result["trials"]]
+
+
+@pytest.mark.slow
+def test_another_studys_folder_is_refused(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "search"
+    RLTrainingTool().run(search_params(out, tiny_model, n_trials=1))
+    with pytest.raises(ConfigError, match="holds the trials of study 'search'"):
+        RLTrainingTool().run(search_params(out, tiny_model, n_trials=1, study_name="other"))
+
+
+# ---- 2. pruning on the reported reward; the doctor's hard failures fail a trial with the reason ----
+
+
+def _minus_length(completion: str, ground_truth: Any = None, **_: Any) -> float:
+    return -float(len(completion))
+
+
+@pytest.mark.slow
+def test_hopeless_trial_is_pruned(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "search"
+    base = tiny_base(tiny_model, max_steps=4, reward_type=_minus_length)  # short answers score higher
+    params = search_params(
+        out, tiny_model, base=base, objective="reward", pruner="median", pruner_startup_trials=1, n_trials=2,
+        space={"max_new_tokens": [1, 16]}, enqueue=[{"max_new_tokens": 1}, {"max_new_tokens": 16}],
+    )
+    result = RLTrainingTool().run(params)
+    good, hopeless = result["trials"]
+    assert (good["state"], good["params"]) == ("complete", {"max_new_tokens": 1})
+    assert (hopeless["state"], hopeless["params"]) == ("pruned", {"max_new_tokens": 16})
+    assert hopeless["note"] == "pruned at step 1"
+    assert json.loads((out / "trial-0001" / "results.json").read_text())["num_steps"] == 1  # it stopped early
+    assert json.loads((out / "trial-0000" / "results.json").read_text())["num_steps"] == 4
+    assert load_study(out).trials[1].intermediate_values.keys() == {1}
+
+
+@pytest.mark.slow
+def test_kl_explosion_fails_the_trial_with_the_doctors_reason(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "search"
+    # the doctor's KL rule with a threshold every real step crosses: the first log with KL > 0 ends the trial
+    base = tiny_base(tiny_model, max_steps=6, learning_rate=1e-2, doctor_thresholds={"kl_high": 1e-12, "patience": 1})
+    result = RLTrainingTool().run(search_params(out, tiny_model, base=base, n_trials=1, space={"kl_coef": [0.05]}))
+    assert result["status"] == "completed" and result["n_trials"] == 1  # a failed trial counts; the search goes on
+    (row,) = result["trials"]
+    assert row["state"] == "fail" and row["value"] is None
+    assert "the policy is drifting from the reference" in row["note"]
+    assert load_study(out).trials[0].user_attrs["fail_reason"] == row["note"]
+    assert json.loads((out / "trial-0000" / "results.json").read_text())["num_steps"] < 6
+    assert "best" not in result
+
+
+# ---- 3. kill -9 and rerun: finished trials kept, the killed one retried; two workers share one study ----
+
+
+def _search_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "hello_agents.rl.cli", "search", "--config", str(config)]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _states(out: Path) -> list[str]:
+    try:
+        return [t.state.name for t in load_study(out).trials]
+    except Exception:  # noqa: BLE001 - the study does not exist yet
+        return []
+
+
+@pytest.mark.slow
+def test_killed_search_resumes_and_retries_the_killed_trial(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "search"
+    config = tmp_path / "search.yaml"
+    params = search_params(out, tiny_model, base=tiny_base(tiny_model, max_steps=40), heartbeat_interval=1, grace_period=2)
+    config.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "action"}))
+    first = subprocess.Popen(_search_command(config), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: _states(out)[:2] == ["COMPLETE", "RUNNING"], 300, "trial 1 to be running")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    before = load_study(out).trials[0]
+    time.sleep(3)  # past the grace period: trial 1's heartbeat has stopped
+    rerun = subprocess.run(_search_command(config), env=_env(), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    trials = load_study(out).trials
+    assert trials[0].datetime_complete == before.datetime_complete and trials[0].value == before.value  # kept
+    killed = trials[1]
+    assert killed.state.name == "FAIL"
+    (retry,) = [t for t in trials if t.system_attrs.get("failed_trial") == 1]
+    assert retry.state.name == "COMPLETE" and retry.params == killed.params
+    assert sum(t.state.name == "COMPLETE" for t in trials) == 3  # and the search went on to n_trials
+    result = json.loads((out / "results.json").read_text())
+    assert result["trials"][1]["note"] == f"killed or interrupted; retried as trial {retry.number}"
+    assert json.loads((out / f"trial-{retry.number:04d}" / "results.json").read_text())["num_steps"] == 40
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_study_without_running_a_trial_twice(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "search"
+    config = tmp_path / "search.yaml"
+    rates = [1e-5, 3e-5, 1e-4, 3e-4]
+    params = search_params(out, tiny_model, n_trials=4, seed=None, space={"learning_rate": {"low": 1e-6, "high": 1e-3}},
+                           enqueue=[{"learning_rate": rate} for rate in rates])
+    config.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "action"}))
+    first = subprocess.Popen(_search_command(config), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: len(_states(out)) >= 4 or first.poll() is not None, 300, "the first worker to queue the trials")
+    second = subprocess.run(_search_command(config), env=_env(), capture_output=True, text=True, timeout=600)
+    assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
+    assert second.returncode == 0, second.stderr[-3000:]
+
+    trials = load_study(out).trials
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    assert 4 <= len(done) <= 5  # a worker may start one more trial while the other finishes the last one
+    assert sorted(t.params["learning_rate"] for t in done if t.params["learning_rate"] in rates) == rates  # each once
+    assert len({t.user_attrs["worker"] for t in done}) == 2, "both workers ran trials"
+    folders = [t.user_attrs["output_dir"] for t in done]
+    assert len(set(folders)) == len(folders) and all((Path(f) / "results.json").is_file() for f in folders)
