@@ -160,6 +160,20 @@ class TrainConfig(DataConfig, ModelConfig):
         default_factory=dict, description="Reward parameters, e.g. target_length, step_bonus, components."
     )
 
+    # agentic RL: multi-turn tool use on TRL's tool loop (docs/agentic.md)
+    tools: list[Any] = Field(
+        default_factory=list,
+        description="Tools the model may call: built-in names (calculator, python), 'pkg.module:function' or callables.",
+    )
+    environment: Any = Field(
+        None, description="GRPO: a stateful class or 'pkg.module:Class' (reset(**row); public methods are its tools)."
+    )
+    max_tool_turns: int = Field(4, ge=1, description="Most tool-calling rounds per rollout (TRL's max_tool_calling_iterations).")
+    tool_reward: dict[str, float] = Field(
+        default_factory=dict,
+        description="Tool shaping: failed_call_penalty, call_bonus; bounded so a wrong answer never outscores a right one.",
+    )
+
     # LoRA
     use_lora: bool = Field(True, description="Train a LoRA adapter instead of all weights.")
     lora_rank: int = Field(16, ge=1, description="LoRA rank r.")
@@ -236,6 +250,8 @@ class TrainConfig(DataConfig, ModelConfig):
         if self.output_dir is None:
             object.__setattr__(self, "output_dir", f"./models/{self.algorithm}_model")
         _check_reward(self.reward_type, self.reward_config)
+        _check_agentic(self.tools, self.environment, self.algorithm, self.tool_reward, self.max_tool_turns,
+                       self.reward_type, self.reward_config)
         if self.use_vllm:
             _check_vllm()
         unknown = sorted(set(self.doctor_thresholds) - set(Thresholds.__dataclass_fields__))
@@ -267,6 +283,14 @@ class _EvalOptions(DataConfig):
     k: int = Field(1, ge=1, description="Samples per question for pass@k (sampled at temperature, default 1.0).")
     trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
     enable_thinking: bool = Field(False, description="Qwen3 thinking mode in the chat template.")
+    tools: list[Any] = Field(default_factory=list, description="Evaluate with these tools (as in train): the same rollouts.")
+    environment: Any = Field(None, description="Evaluate with this environment class (as in train).")
+    max_tool_turns: int = Field(4, ge=1, description="Most tool-calling rounds per question.")
+
+    @model_validator(mode="after")
+    def _agentic(self) -> "_EvalOptions":
+        _check_agentic(self.tools, self.environment)
+        return self
 
 
 class EvaluateConfig(_EvalOptions):
@@ -346,6 +370,17 @@ def _check_reward(reward_type: Any, reward_config: dict[str, Any]) -> None:
     from hello_agents.rl.rewards import build_reward  # the reward layer validates its own parameters
 
     build_reward(reward_type, reward_config)
+
+
+def _check_agentic(tools: list[Any], environment: Any, algorithm: str | None = None, tool_reward: dict | None = None,
+                   max_tool_turns: int = 1, reward_type: Any = None, reward_config: dict | None = None) -> None:
+    if not tools and environment is None and not tool_reward:
+        return
+    from hello_agents.rl.agentic.checks import check_agentic  # resolves and checks tools without loading a model
+    from hello_agents.rl.rewards import build_reward
+
+    reward = build_reward(reward_type, reward_config) if reward_type is not None else None
+    check_agentic(tools, environment, algorithm, tool_reward, max_tool_turns, reward)
 
 
 def _check_vllm() -> None:

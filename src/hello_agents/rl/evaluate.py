@@ -123,6 +123,10 @@ def summarise(details: list[dict[str, Any]], k: int, elapsed: float) -> dict[str
 
 
 def run(cfg: EvaluateConfig) -> dict[str, Any]:
+    if cfg.tools or cfg.environment is not None:  # multi-turn rollouts with tools: hello_agents.rl.agentic
+        from hello_agents.rl.agentic.evaluate import run as run_with_tools
+
+        return run_with_tools(cfg)
     rows = data_layer.load(cfg)
     tokenizer = load_tokenizer(cfg.model_path, cfg.trust_remote_code)
     model = load_model(cfg.model_path, cfg.trust_remote_code)
@@ -143,6 +147,10 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
 
 def compare(cfg: Any) -> dict[str, Any]:
     """Every model on the same questions: one row each, and where they disagree."""
+    if cfg.tools or cfg.environment is not None:  # with tools: the same table plus the tool columns
+        from hello_agents.rl.agentic.evaluate import compare as compare_with_tools
+
+        return compare_with_tools(cfg)
     rows = data_layer.load(cfg)
     table, correct = [], {}
     for name, path in cfg.models.items():

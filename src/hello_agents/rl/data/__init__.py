@@ -5,7 +5,7 @@ from __future__ import annotations
 from datasets import Dataset
 
 from hello_agents.rl.config import DataConfig
-from hello_agents.rl.data import arithmetic, custom, gsm8k
+from hello_agents.rl.data import arithmetic, custom, gsm8k, multiplication
 from hello_agents.rl.errors import ConfigError
 from hello_agents.rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
 
@@ -24,6 +24,8 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
         data = custom.from_dataset(source, cfg.question_column, cfg.answer_column, _system_prompt(cfg, None))
     elif source == "arithmetic":
         return arithmetic.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
+    elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
+        return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "gsm8k":
         data = gsm8k.load(split, cfg.dataset_path, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))
     elif isinstance(source, str):

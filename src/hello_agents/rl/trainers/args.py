@@ -49,6 +49,7 @@ def trl_args(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> dict[
             "per_device_train_batch_size": cfg.batch_size,
             "max_length": cfg.max_length,
             "completion_only_loss": True,  # learn the answer, not the question
+            "assistant_only_loss": bool(cfg.tools),  # tool transcripts: the assistant's tokens, never tool results
             "packing": False,
         }
     return common | {
@@ -64,7 +65,9 @@ def trl_args(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> dict[
         "loss_type": cfg.loss_type,
         "steps_per_generation": cfg.effective_steps_per_generation,
         "chat_template_kwargs": {"enable_thinking": cfg.enable_thinking},
-        "log_completions": False,  # our callback writes completions.jsonl instead of a rich table
+        "log_completions": False,
+        # TRL's tool loop: at most this many tool rounds per rollout (None: no tools, no loop)
+        "max_tool_calling_iterations": cfg.max_tool_turns if cfg.tools or cfg.environment is not None else None,  # our callback writes completions.jsonl instead of a rich table
         "use_vllm": cfg.use_vllm,
         "vllm_mode": cfg.vllm_mode,
         "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,

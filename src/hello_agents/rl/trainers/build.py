@@ -33,10 +33,19 @@ def build_trainer(
         keep = ["prompt", "ground_truth"]  # the reward reads ground_truth; nothing else is needed
         trainer_class, args = fast_grpo_trainer_class(), GRPOConfig(**trl_args(cfg, device, bf16))
         extra = {"reward_funcs": [reward_fn]}  # already adapted: see rewards.to_trl_reward
+        if cfg.tools or cfg.environment is not None:  # TRL's multi-turn tool loop, guarded tools (agentic/)
+            from hello_agents.rl.agentic.runtime import trainer_kwargs
+
+            extra |= trainer_kwargs(cfg)
     else:
         from trl import SFTConfig, SFTTrainer
 
         keep = ["prompt", "completion"]  # loss on the completion only
+        if cfg.tools:  # prompts list the tools as GRPO's do; transcripts' tool results get no loss
+            from hello_agents.rl.agentic.runtime import with_tool_column
+
+            keep.append("tools")
+            train_data, eval_data = (with_tool_column(d, cfg) if d is not None else None for d in (train_data, eval_data))
         trainer_class, args, extra = SFTTrainer, SFTConfig(**trl_args(cfg, device, bf16)), {}
     trainer = trainer_class(
         model=model,

@@ -16,6 +16,7 @@ from hello_agents.rl.config import Thresholds, TrainConfig
 from hello_agents.rl.distributed import from_main_process
 from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
 from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, prepare_output_dir, save_final_model
+from hello_agents.rl.agentic import runtime as agentic
 from hello_agents.rl.rewards import build_reward, to_trl_reward
 from hello_agents.rl.trainers.build import build_trainer
 from hello_agents.rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
@@ -25,6 +26,8 @@ from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, back
 
 def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train; on CUDA out-of-memory shrink as the seed advises and resume from the last checkpoint."""
+    if agentic.uses_tools(cfg):  # the chat template must express tool calls: checked before the disk or the model
+        agentic.preflight(cfg)
     resume = prepare_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
     changes: list[str] = []
     while True:
@@ -70,6 +73,8 @@ def _train_once(cfg: TrainConfig, resume: str | None, extra_callbacks: tuple[Any
     reward_fn = None
     if cfg.algorithm == "grpo":
         reward_fn = to_trl_reward(build_reward(cfg.reward_type, cfg.reward_config), cfg.reward_failure_value)
+        if agentic.uses_tools(cfg):  # the answer after the last tool call, plus bounded tool shaping
+            reward_fn = agentic.trajectory_reward(cfg)
     trainer = build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
     if cfg.algorithm == "grpo":
         _add_grpo_callbacks(cfg, trainer)
@@ -89,6 +94,8 @@ def _train_once(cfg: TrainConfig, resume: str | None, extra_callbacks: tuple[Any
         print(f"[stopped] {nonfinite.error}", flush=True)
     if nonfinite.skipped_steps:
         result["skipped_nonfinite_steps"] = nonfinite.skipped_steps
+    if agentic.uses_tools(cfg) and cfg.algorithm == "grpo":
+        result["tools"] = agentic.tool_results(trainer, monitor.history)
     if reward_fn is not None and reward_fn.failures:
         result["reward_failures"] = reward_fn.failures
         result["diagnostics"].append(

@@ -1,0 +1,292 @@
+"""Agentic RL, the parts a user meets first: tools, their guards, validation, trajectory rewards."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hello_agents.rl import ConfigError
+from hello_agents.rl.agentic.rewards import read_trajectory, to_trl_trajectory_reward, trajectory_score
+from hello_agents.rl.agentic.tools import (
+    ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
+)
+from hello_agents.rl.rewards import build_reward
+from hello_agents.tools import RLTrainingTool
+
+
+# --- built-in tools --------------------------------------------------------------------------------------------
+
+
+def test_calculator_is_exact_and_parses_instead_of_eval() -> None:
+    assert calculator("347 * 56") == "19432"
+    assert calculator("(12 + 3) / 4") == "3.75"
+    assert calculator("1/3") == "1/3"
+    assert calculator("2 ** 10 - 0.1") == "1023.9"
+    for bad in ["__import__('os').system('true')", "open('x')", "2 ** 100000", "1/0", "x + 1", ""]:
+        with pytest.raises(ValueError):
+            calculator(bad)
+
+
+def test_python_tool_runs_isolated_with_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELLO_SECRET", "leak")
+    monkeypatch.chdir(tmp_path)
+    assert python("print(6 * 7)") == "42"
+    assert python("import os; print(os.environ.get('HELLO_SECRET'), os.listdir('.'))") == "None []"  # no env, empty folder
+    with pytest.raises(ToolFailure, match="ZeroDivisionError"):
+        python("1/0")
+    with pytest.raises(ToolFailure, match="MemoryError"):
+        python("x = bytearray(2 * 1024**3)")
+    monkeypatch.setattr("hello_agents.rl.agentic.tools.PYTHON_TIME_LIMIT_S", 1.0)
+    started = time.time()
+    with pytest.raises(ToolFailure, match="timed out"):
+        python("while True: pass")
+    assert time.time() - started < 5
+
+
+def test_guard_turns_raise_hang_and_junk_into_counted_failures() -> None:
+    def explode(x: int) -> str:
+        """Fail.
+
+        Args:
+            x: anything
+        """
+        raise RuntimeError("boom")
+
+    def hang(x: int) -> str:
+        """Hang.
+
+        Args:
+            x: anything
+        """
+        time.sleep(5)
+        return "late"
+
+    def junk(x: int) -> object:
+        """Return junk.
+
+        Args:
+            x: anything
+        """
+        return object()
+
+    def long(x: int) -> str:
+        """Return a lot.
+
+        Args:
+            x: anything
+        """
+        return "y" * 10_000
+
+    stats = ToolStats()
+    for fn, kind in [(explode, "boom"), (hang, "no answer"), (junk, "not text")]:
+        with pytest.raises(ToolFailure, match=kind):
+            guard(fn, stats, timeout=0.5)(x=1)
+    assert "truncated" in guard(long, stats)(x=1) and len(guard(long, stats)(x=1)) < 2100
+    assert (stats.calls, stats.failures, stats.timeouts, stats.junk_results) == (5, 3, 1, 1)
+    from transformers.utils import get_json_schema
+
+    assert get_json_schema(guard(explode, stats))["function"]["name"] == "explode"  # TRL still sees the signature
+
+
+class Shop:
+    """A stateful environment: a basket per rollout."""
+
+    def reset(self, **row: object) -> str:
+        self.basket: list[str] = []
+        return " (the shop is open)"
+
+    def add(self, item: str) -> str:
+        """Put an item in the basket.
+
+        Args:
+            item: the item's name
+        """
+        if item == "bomb":
+            raise ValueError("not sold here")
+        self.basket.append(item)
+        return f"{len(self.basket)} items"
+
+
+def test_environment_methods_are_guarded_and_keep_their_schema() -> None:
+    from transformers.utils import get_json_schema
+
+    stats = ToolStats()
+    env = guarded_environment(Shop, stats)()
+    env.reset()
+    assert env.add(item="tea") == "1 items"
+    with pytest.raises(ToolFailure, match="not sold"):
+        env.add(item="bomb")
+    assert type(env).__name__ == "Shop" and (stats.calls, stats.failures) == (2, 1)
+    assert get_json_schema(env.add)["function"]["parameters"]["required"] == ["item"]
+
+
+# --- validation: ConfigError naming the key and the fix, before anything loads ---------------------------------
+
+
+def _bad(params: dict, *fragments: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        RLTrainingTool().run({"action": "train", "algorithm": "grpo", "output_dir": "/tmp/never-written", **params})
+    for fragment in fragments:
+        assert fragment in str(caught.value), (fragment, str(caught.value))
+    assert not Path("/tmp/never-written").exists()
+
+
+def no_hints(x):  # noqa: ANN001, ANN201
+    """No type hints.
+
+    Args:
+        x: a value
+    """
+    return x
+
+
+def no_docstring(x: int) -> int:
+    return x
+
+
+class NoReset:
+    def act(self, x: int) -> str:
+        """Act.
+
+        Args:
+            x: a value
+        """
+        return ""
+
+
+def test_bad_tool_specs_are_config_errors() -> None:
+    _bad({"tools": ["calculater"]}, "`tools[0]`", "did you mean `calculator`")
+    _bad({"tools": [no_hints]}, "`tools[0]`", "type hints", "Args:")
+    _bad({"tools": [no_docstring]}, "`tools[0]`", "docstring")
+    _bad({"tools": ["no_such_pkg.mod:fn"]}, "`tools[0]`", "cannot import 'no_such_pkg.mod'")
+    _bad({"tools": ["json:dumpz"]}, "`tools[0]`", "has no attribute 'dumpz'; did you mean")
+    _bad({"tools": [Shop]}, "`tools[0]`", "environment")
+    _bad({"environment": NoReset}, "`environment`", "reset")
+    _bad({"environment": "tests.test_agentic:Nope"}, "`environment`")
+    _bad({"tools": ["calculator"], "max_tool_turns": 0}, "`max_tool_turns`")
+    _bad({"tools": ["calculator"], "tool_reward": {"failed_call_penalty": 0.5}, "max_tool_turns": 4},
+         "`tool_reward`", "wrong answer could outscore")
+    _bad({"tools": ["calculator"], "tool_reward": {"call_bonsu": 0.1}}, "did you mean `call_bonus`")
+    _bad({"algorithm": "sft", "environment": Shop}, "`environment`", "SFT")
+    with pytest.raises(ConfigError, match="`tools\\[0\\]`"):
+        RLTrainingTool().run({"action": "evaluate", "model_path": "/tmp", "tools": ["calc"]})
+
+
+def test_good_specs_validate(tmp_path: Path) -> None:
+    from hello_agents.rl.actions import parse
+
+    cfg = parse({"action": "train", "tools": ["calculator", "tests.test_agentic:documented"], "environment":
+                 "tests.test_agentic:Shop", "tool_reward": {"call_bonus": 0.1, "failed_call_penalty": 0.1},
+                 "max_tool_turns": 4, "output_dir": str(tmp_path / "o")})
+    assert cfg.max_tool_turns == 4 and [t.__name__ for t in resolve_tools(cfg.tools)] == ["calculator", "documented"]
+
+
+def documented(city: str, days: int = 1) -> str:
+    """Weather forecast.
+
+    Args:
+        city: where
+        days: how many days ahead
+    """
+    return f"sunny in {city}"
+
+
+def test_chat_template_without_tools_is_refused_before_the_model_loads(tiny_model: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import hello_agents.rl.models as models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError) as caught:
+        RLTrainingTool().run({"action": "train", "algorithm": "grpo", "model_name": tiny_model, "dataset": "multiplication",
+                              "tools": ["calculator"], "output_dir": str(out)})
+    message = str(caught.value)
+    assert "`tools`" in message and "Qwen3" in message and "response_template" in message
+    assert not out.exists()
+
+
+# --- trajectory rewards -----------------------------------------------------------------------------------------
+
+
+def _call(expression: str) -> dict:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "calculator", "arguments": {"expression": expression}}}]}
+
+
+RIGHT = [_call("347 * 56"), {"role": "tool", "name": "calculator", "content": "19432"},
+         {"role": "assistant", "content": "Final Answer: 19432"}]
+FAILED_THEN_RIGHT = [_call("347 x"), {"role": "tool", "name": "calculator", "content": "{'error': 'bad'}"},
+                     *RIGHT]
+WRONG_WITH_CALL = [_call("347 * 56"), {"role": "tool", "name": "calculator", "content": "19432"},
+                   {"role": "assistant", "content": "Final Answer: 20820"}]
+ANSWER_BEFORE_CALL = [{"role": "assistant", "content": "Final Answer: 19432",
+                       "tool_calls": _call("1")["tool_calls"]}, {"role": "tool", "name": "calculator", "content": "1"},
+                      {"role": "assistant", "content": "Final Answer: 7"}]
+OUT_OF_TURNS = [_call("347 * 56"), {"role": "tool", "name": "calculator", "content": "19432"}, _call("1 + 1")]
+
+
+def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
+    reward = build_reward("accuracy")
+    scores = [trajectory_score(reward, c, "19432", {}, 4) for c in (RIGHT, WRONG_WITH_CALL, ANSWER_BEFORE_CALL,
+                                                                       OUT_OF_TURNS, "Final Answer: 19432")]
+    assert scores == [1.0, 0.0, 0.0, 0.0, 1.0]
+    t = read_trajectory(FAILED_THEN_RIGHT)
+    assert (t.calls, t.failed_calls, t.turns_exhausted) == (2, 1, False)
+    assert read_trajectory(OUT_OF_TURNS).turns_exhausted
+
+
+def test_shaping_never_lets_a_wrong_answer_outscore_a_right_one() -> None:
+    from hello_agents.rl.agentic.checks import check_tool_reward
+
+    turns = 3
+    check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # at the limit: a tie at worst
+    shaping = check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.25}, turns)
+    reward = build_reward("accuracy")
+    worst_right = [m for _ in range(5) for m in FAILED_THEN_RIGHT[:2]] + RIGHT[2:]  # 5 failed calls, then right
+    right = trajectory_score(reward, worst_right, "19432", shaping, turns)
+    best_wrong = trajectory_score(reward, WRONG_WITH_CALL, "19432", shaping, turns)  # a good call, a wrong answer
+    assert best_wrong == pytest.approx(0.2) and right == pytest.approx(0.25) and right > best_wrong
+    assert trajectory_score(reward, RIGHT, "19432", shaping, turns) == pytest.approx(1.2)
+    with pytest.raises(ConfigError):
+        check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.3}, turns)
+    with pytest.raises(ConfigError):  # a length penalty counts against the same budget
+        check_tool_reward({"call_bonus": 0.5}, 1, build_reward("length_penalty", {"penalty_weight": 0.6}))
+
+
+def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
+    seen = {}
+
+    def judge(completion: str, ground_truth: str, trajectory: list, tool_stats: dict) -> float:
+        seen.update(text=completion, n=len(trajectory), stats=tool_stats)
+        return 0.5
+
+    fn = to_trl_trajectory_reward(build_reward(judge), {}, 4)
+    logged = {}
+    assert fn(prompts=[[]], completions=[FAILED_THEN_RIGHT], ground_truth=["19432"],
+              log_metric=lambda k, v: logged.__setitem__(k, v)) == [0.5]
+    assert seen["text"] == "Final Answer: 19432" and seen["n"] == 5
+    assert seen["stats"] == {"calls": 2, "failed_calls": 1, "malformed_calls": 0, "turns_exhausted": False}
+    assert logged["tools/call_rate"] == 1.0 and logged["format"] == 1.0
+
+
+def test_multiplication_dataset_holds_out_its_test_questions() -> None:
+    from hello_agents.rl.data.multiplication import make_dataset, split_pairs
+
+    assert not set(split_pairs("test")) & set(split_pairs("train")) and len(split_pairs("test")) == 250
+    demos = make_dataset("train", 400, seed=0, tool_rate=0.3)
+    calls = sum(bool(c[0]["tool_calls"]) for c in demos["completion"])
+    assert 80 < calls < 160
+    for row in demos:
+        final = row["completion"][-1]["content"]
+        assert (final == f"Final Answer: {row['ground_truth']}") == bool(row["completion"][0]["tool_calls"])
+
+
+def test_importing_the_agentic_checks_loads_no_engine() -> None:
+    import subprocess
+
+    code = "import sys, hello_agents.rl.agentic.checks; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
