@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast install clean
+.PHONY: demo demo-tools test test-fast install clean
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ install: $(BIN)/.installed
 
 demo: install
 	$(BIN)/hello-agents-rl demo --output-dir outputs/demo
+
+demo-tools: install  # agentic RL: GRPO learns to call the calculator (docs/agentic.md)
+	$(BIN)/hello-agents-rl demo --task tools --output-dir outputs/demo_tools
 
 test: install
 	$(BIN)/python -m pytest -q -rs tests

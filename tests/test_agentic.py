@@ -290,3 +290,124 @@ def test_importing_the_agentic_checks_loads_no_engine() -> None:
     code = "import sys, hello_agents.rl.agentic.checks; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# --- monitoring: the console line and the doctor's tool rules -----------------------------------------------------
+
+
+def _tool_logs(n: int = 20, **overrides: float) -> list[dict]:
+    return [{"reward": 0.2 + 0.03 * i, "kl": 0.01 + 0.002 * i, "loss": 0.1, "frac_reward_zero_std": 0.3,
+             "completions/clipped_ratio": 0.05, "format": 0.9, "tools/call_frequency": 0.9,
+             "tools/failure_frequency": 0.05, "tools/call_rate": 0.9, "tools/turns_exhausted": 0.02, **overrides}
+            for i in range(n)]
+
+
+def _doctor(stream: list[dict]) -> list[str]:
+    from hello_agents.rl.trainers.doctor import Doctor
+
+    doctor = Doctor(learning_rate=5e-5, kl_coef=0.05, max_new_tokens=64)
+    for step, logs in enumerate(stream, start=1):
+        doctor.observe(step, logs)
+    return doctor.findings
+
+
+def test_console_line_shows_the_tool_call_rate() -> None:
+    from hello_agents.rl.trainers.callbacks import format_line
+
+    line = format_line(0.5, 1, 10, 20, {"reward": 0.45, "kl": 0.023, "loss": 1.234, "tools/call_rate": 0.93})
+    assert line.endswith("Reward: 0.45 | KL: 0.023 | Loss: 1.234 | Tools: 0.93")
+    assert "Tools" not in format_line(0.5, 1, 10, 20, {"reward": 0.45})  # runs without tools: unchanged
+
+
+def test_doctor_tool_rules_fire_with_their_remedy_and_stay_silent_when_healthy() -> None:
+    assert _doctor(_tool_logs()) == []
+    failing = _doctor([{**e, "tools/failure_frequency": 0.6} for e in _tool_logs()])
+    assert len(failing) == 1 and "60% of tool calls failed" in failing[0] and "failed_call_penalty" in failing[0]
+    looping = _doctor([{**e, "tools/turns_exhausted": 0.5} for e in _tool_logs()])
+    assert len(looping) == 1 and "ran out of tool turns" in looping[0] and "max_tool_turns" in looping[0]
+    never = _doctor([{**e, "reward": 0.1, "tools/call_frequency": 0.0, "tools/call_rate": 0.0} for e in _tool_logs()])
+    assert any("no tool call" in f and "call_bonus" in f for f in never)
+
+
+def test_async_tools_are_guarded_too() -> None:
+    import asyncio
+    import inspect
+
+    async def slow(x: int) -> str:
+        """Sleep.
+
+        Args:
+            x: seconds
+        """
+        await asyncio.sleep(x)
+        return "done"
+
+    stats = ToolStats()
+    guarded = guard(slow, stats, timeout=0.2)
+    assert inspect.iscoroutinefunction(guarded)  # TRL routes it to its event loop
+    assert asyncio.run(guarded(x=0)) == "done"
+    with pytest.raises(ToolFailure, match="no answer"):
+        asyncio.run(guarded(x=2))
+    assert (stats.calls, stats.timeouts) == (2, 1)
+
+
+# --- evaluation with tools: the loop, its metrics and the comparison table ------------------------------------------
+
+
+def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import hello_agents.rl.agentic.evaluate as ev
+    from hello_agents.rl.agentic.tiny import build_tiny_tool_model
+    from hello_agents.rl.data.multiplication import make_dataset
+
+    path = build_tiny_tool_model(tmp_path / "tiny", seed=0)
+    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    rows = make_dataset("test", 3, seed=0)
+    a, b = (int(x) for x in rows[0]["question"].removeprefix("What is ").removesuffix("?").split(" * "))
+    call = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "%d * %d"}}\n</tool_call><|im_end|>'
+    script = {  # per question: its greedy turns (the model is random: the turns are scripted, the rest is real)
+        0: [call % (a, b), f"Final Answer: {a * b}<|im_end|>"],  # a call, then the right answer
+        1: ["Final Answer: 7<|im_end|>"],  # no call, wrong
+        2: [call % (a, b)] * 3,  # calls until the turns run out
+    }
+    seen: dict[int, int] = {}
+
+    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids):
+        out = []
+        for ids in sequences:
+            question = next(i for i in script if rows[i]["question"] in tokenizer.decode(ids))
+            turn = seen.get(question, 0)
+            seen[question] = turn + 1
+            out.append(tokenizer(script[question][turn], add_special_tokens=False)["input_ids"])
+        return out
+
+    monkeypatch.setattr(ev, "_greedy", scripted)
+    from hello_agents.rl.agentic.tools import calculator
+
+    result = ev.evaluate_with_tools(model, tokenizer, rows, [calculator], max_new_tokens=200, max_tool_turns=2)
+    assert result["accuracy"] == pytest.approx(1 / 3) and result["tool_call_rate"] == pytest.approx(2 / 3)
+    assert result["mean_calls"] == pytest.approx((1 + 0 + 3) / 3) and result["turns_exhausted_rate"] == pytest.approx(1 / 3)
+    assert result["failed_call_rate"] == 0.0
+    first = result["details"][0]["transcript"]
+    assert [m["role"] for m in first] == ["assistant", "tool", "assistant"] and first[1]["content"] == str(a * b)
+    ev.write_details(tmp_path / "eval_details.jsonl", result["details"])
+    assert json.loads((tmp_path / "eval_details.jsonl").read_text().splitlines()[0])["transcript"][1]["role"] == "tool"
+    table = ev.comparison_markdown([{"model": "grpo", **{k: v for k, v in result.items() if k != "details"}}])
+    assert "| Tool calls | Failed calls | Calls/question | Out of turns |" in table and "66.7%" in table
+
+
+def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
+    from hello_agents.rl.actions import parse
+    from hello_agents.rl.cli import build_parser, params_from_args
+
+    config = tmp_path / "run.yaml"
+    config.write_text("algorithm: grpo\ntools: [calculator]\nmax_tool_turns: 3\ntool_reward: {call_bonus: 0.1}\n")
+    args, extra = build_parser().parse_known_args(
+        ["train", "--config", str(config), "--tools", "[calculator, python]", "--output_dir", str(tmp_path / "o")])
+    cfg = parse(params_from_args(args, "train", extra))
+    assert cfg.tools == ["calculator", "python"] and cfg.max_tool_turns == 3 and cfg.tool_reward == {"call_bonus": 0.1}
+    args, extra = build_parser().parse_known_args(["demo", "--task", "tools", "--quick"])
+    assert args.task == "tools"

@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", default="outputs/demo")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
+    demo.add_argument("--task", choices=["addition", "tools"], default="addition",
+                      help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator.")
     return parser
 
 
@@ -104,6 +106,12 @@ def run(argv: list[str] | None = None) -> int:
         from hello_agents.rl.models import import_gguf
 
         print(import_gguf(Path(args.file), Path(args.out_dir)))
+        return 0
+    if args.command == "demo" and args.task == "tools":  # docs/agentic.md
+        from hello_agents.rl.agentic.demo import run_demo as run_tools_demo
+
+        run_tools_demo("outputs/demo_tools" if args.output_dir == "outputs/demo" else args.output_dir,
+                       seed=args.seed, quick=args.quick)
         return 0
     if args.command == "demo":
         from hello_agents.rl.demo import run_demo

@@ -42,6 +42,8 @@ class Thresholds:
     collapse_drop: float = 0.2
     truncation_rate: float = 0.5
     format_drop: float = 0.2
+    tool_failure_rate: float = 0.3  # tools: above this share of failed calls for `patience` logs
+    turns_exhausted_rate: float = 0.3  # tools: above this share of rollouts ending on an unanswered call
 
 
 class _Base(BaseModel):

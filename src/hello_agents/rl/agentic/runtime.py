@@ -77,7 +77,10 @@ def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
 
 def rollout_path(trainer: Any) -> str:
     """Which code generated the tool rollouts: the lean sampler, or TRL's model.generate (and why)."""
-    reason = getattr(trainer, "_fast_reason", None)
-    if not hasattr(trainer, "_fast_generation_blocker"):
-        return "TRL (plain GRPOTrainer)"
-    return f"TRL's model.generate ({reason})" if reason else "lean sampler (FastGRPOTrainer)"
+    record = getattr(trainer, "fast_path", None)  # FastGRPOTrainer's record of what ran (trainers/fast.py)
+    if not isinstance(record, dict):
+        return "TRL's model.generate (plain GRPOTrainer)"
+    fallbacks = [f["reason"] for f in record.get("fallbacks", []) if f.get("part") == "sampler"]
+    if record.get("sampler") and not fallbacks:
+        return "lean sampler (FastGRPOTrainer): every turn, tool results appended by TRL's loop"
+    return f"TRL's model.generate ({'; '.join(fallbacks) or 'fast path off'})"

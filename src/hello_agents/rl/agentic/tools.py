@@ -307,6 +307,8 @@ def _call_with_timeout(fn: Callable[..., Any], args: tuple, kwargs: dict, timeou
 def guard(fn: Callable[..., Any], stats: ToolStats, timeout: float = TOOL_TIMEOUT_S) -> Callable[..., Any]:
     """`fn` with the same name, docstring and signature (TRL's schema), every failure a ToolFailure."""
     name = getattr(fn, "__name__", "tool")
+    if inspect.iscoroutinefunction(fn):  # TRL awaits async tools on its event loop: guard them there
+        return _guard_async(fn, stats, timeout)
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> str:
@@ -326,6 +328,30 @@ def guard(fn: Callable[..., Any], stats: ToolStats, timeout: float = TOOL_TIMEOU
     return guarded
 
 
+def _guard_async(fn: Callable[..., Any], stats: ToolStats, timeout: float) -> Callable[..., Any]:
+    import asyncio
+
+    name = getattr(fn, "__name__", "tool")
+
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> str:
+        with stats._lock:
+            stats.calls += 1
+        try:
+            value = await asyncio.wait_for(fn(*args, **kwargs), timeout)
+        except asyncio.TimeoutError:
+            raise stats.failed(f"{name}: no answer after {timeout:g} s", "timeout") from None
+        except Exception as error:  # noqa: BLE001 - a failed call
+            raise stats.failed(f"{name}: {type(error).__name__}: {error}"[:500]) from None
+        text = _plain_result(name, value)
+        if text is None:
+            raise stats.failed(f"{name}: returned {type(value).__name__} {str(value)[:60]!r}, not text or JSON data", "junk")
+        return text
+
+    guarded.stats = stats  # type: ignore[attr-defined]
+    return guarded
+
+
 def guarded_environment(cls: type, stats: ToolStats, timeout: float = TOOL_TIMEOUT_S) -> type:
     """A subclass of `cls` whose tool methods are guarded; same name, so TRL's reward column keeps it."""
     methods = {}
@@ -335,6 +361,16 @@ def guarded_environment(cls: type, stats: ToolStats, timeout: float = TOOL_TIMEO
 
 
 def _guard_method(fn: Callable[..., Any], stats: ToolStats, timeout: float) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_method(self: Any, *args: Any, **kwargs: Any) -> str:
+            bound = functools.wraps(fn)(functools.partial(fn, self))
+            return await _guard_async(bound, stats, timeout)(*args, **kwargs)
+
+        async_method.stats = stats  # type: ignore[attr-defined]
+        return async_method
+
     @functools.wraps(fn)
     def method(self: Any, *args: Any, **kwargs: Any) -> str:
         bound = functools.wraps(fn)(functools.partial(fn, self))

@@ -12,7 +12,8 @@ from transformers.trainer_callback import ProgressCallback
 
 from hello_agents.rl.trainers.doctor import Doctor
 
-LINE_FIELDS = (("reward", "Reward", ".2f"), ("kl", "KL", ".3f"), ("loss", "Loss", ".3f"))
+LINE_FIELDS = (("reward", "Reward", ".2f"), ("kl", "KL", ".3f"), ("loss", "Loss", ".3f"),
+               ("tools/call_rate", "Tools", ".2f"))  # tool runs: share of rollouts that called a tool
 
 
 def format_line(epoch: float, num_epochs: int, step: int, max_steps: int, logs: dict[str, Any]) -> str:

@@ -34,6 +34,8 @@ class Doctor:
         t = self.thresholds
         kl, reward, loss = logs.get("kl"), logs.get("reward"), logs.get("loss")
         fmt = logs.get("format")
+        calls, fails = logs.get("tools/call_frequency"), logs.get("tools/failure_frequency")  # tool runs only
+        exhausted = logs.get("tools/turns_exhausted")
         if reward is not None:
             self._rewards.append(reward)
             self._best_reward = max(self._best_reward, reward)
@@ -64,6 +66,18 @@ class Doctor:
             ("format_drop", fmt is not None and self._format_dropping(fmt, reward), t.patience,
              lambda: f"answer format rate fell to {fmt:.0%} while reward rises: use a combined reward "
                      f"with format terms, raise {beta}, or train fewer epochs"),
+            ("tool_failures", bool(calls) and fails is not None and fails > t.tool_failure_rate, t.patience,
+             lambda: f"{fails:.0%} of tool calls failed for {t.patience} logs: malformed calls or a failing tool; "
+                     "read result['tools']['first_error'] and completions.jsonl, SFT on transcripts with "
+                     "well-formed calls, or add tool_reward.failed_call_penalty"),
+            ("turns_exhausted", exhausted is not None and exhausted > t.turns_exhausted_rate, t.patience,
+             lambda: f"{exhausted:.0%} of rollouts ran out of tool turns (calling without answering): raise "
+                     "max_tool_turns or max_new_tokens if the task needs more calls, else lower temperature or "
+                     "add tool_reward.failed_call_penalty"),
+            ("tool_never_called", calls is not None and calls == 0 and self._flat(), 1,
+             lambda: f"no tool call in {t.flat_window} logs while reward stays flat at {reward:.3g}: the model "
+                     "does not use its tools; SFT first on transcripts that call them (algorithm sft with tools), "
+                     "raise temperature, or add tool_reward.call_bonus"),
         ]
         new = []
         for name, holds, patience, message in checks:
