@@ -72,15 +72,17 @@ def main(dump_dir: str, args: list[str]) -> int:
         save_file(weights, str(dump / f"weights-rank{rank}.safetensors"))
         return output
 
-    run = RLTrainingTool.run
+    import hello_agents.rl.actions as actions
 
-    def recording_run(self: RLTrainingTool, params: dict[str, Any]) -> dict[str, Any]:
-        result = run(self, params)
+    run = actions.run  # what the tool and the CLI both call
+
+    def recording_run(params: dict[str, Any]) -> dict[str, Any]:
+        result = run(params)
         (dump / f"result-rank{rank}.json").write_text(json.dumps(result, indent=2, default=str))
         return result
 
     Trainer.train = recording_train
-    RLTrainingTool.run = recording_run
+    actions.run = recording_run
     if os.environ.get("PROBE_COLLECTIVE_SAVE") == "1":
         # Take the DeepSpeed/FSDP branch of the final save under plain DDP: every rank calls
         # trainer.save_model, rank 0 merges the saved adapter on CPU. Lets CPU tests reach that code.

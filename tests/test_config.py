@@ -158,7 +158,8 @@ def test_one_action_table_serves_tool_cli_and_parser() -> None:
 
 
 def _required(model: type) -> dict:
-    values = {"model_path": "/tmp", "models": {"a": "/tmp"}, "output_dir": "/tmp/x"}
+    values = {"model_path": "/tmp", "models": {"a": "/tmp"}, "output_dir": "/tmp/x",
+              "space": {"learning_rate": [1e-5, 2e-5]}, "base": {}}
     return {k: v for k, v in values.items() if k in model.model_fields and model.model_fields[k].is_required()}
 
 

@@ -207,15 +207,17 @@ def test_shipped_accelerate_configs_load() -> None:
 
 
 def test_only_rank0_cleans_the_output_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hello_agents.rl.outputs import prepare_output_dir
+    from hello_agents.rl.outputs import plan_output_dir
 
     (tmp_path / "checkpoint-2").mkdir()
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
     monkeypatch.setenv("RANK", "1")
-    assert prepare_output_dir(str(tmp_path), None, overwrite=True) is None
+    plan = plan_output_dir(str(tmp_path), None, overwrite=True)
+    assert plan.resume is None
+    plan.apply()
     assert (tmp_path / "checkpoint-2").is_dir() and (tmp_path / "metrics.jsonl").is_file(), "rank 1 deletes nothing"
     monkeypatch.setenv("RANK", "0")
-    prepare_output_dir(str(tmp_path), None, overwrite=True)
+    plan_output_dir(str(tmp_path), None, overwrite=True).apply()
     assert not (tmp_path / "checkpoint-2").exists() and not (tmp_path / "metrics.jsonl").exists()
 
 
@@ -228,9 +230,12 @@ def test_cli_runs_as_a_module() -> None:
 def test_example_run_configs_validate() -> None:
     from hello_agents.rl.actions import parse
 
-    for path in sorted((ROOT / "configs").glob("*.yaml")):
-        params = {**yaml.safe_load(path.read_text()), "action": "train"}
-        if params["model_name"].startswith("./") or params["model_name"].endswith(".gguf"):
-            params["model_name"] = "Qwen/Qwen3-0.6B"  # the SFT output or the GGUF file exist only after setup
-        params["use_vllm"] = False  # needs vLLM and a GPU; the mapping is tested in test_config.py
-        assert parse(params).algorithm in ("sft", "grpo"), path.name
+    configs = sorted((ROOT / "configs").glob("*.yaml"))
+    assert len(configs) >= 4
+    for path in configs:
+        params = yaml.safe_load(path.read_text())
+        action = "search" if "space" in params else "train"  # what `hello-agents-rl <action> --config` adds
+        train_keys = params["base"] if action == "search" else params
+        # the SFT output or the GGUF file exist only after setup; vLLM needs a GPU (mapping: test_config.py)
+        train_keys.update(model_name="Qwen/Qwen3-0.6B", use_vllm=False)
+        assert parse({**params, "action": action}).action == action, path.name

@@ -125,11 +125,11 @@ def test_warmup_ratio_changes_the_schedule(sft_run: dict, tmp_path: Path) -> Non
     assert lrs[0.5][0] < lrs[0.5][1] < 5e-3 * 1.0001 and lrs[0.5][0] < 5e-3 / 2
 
 
-def test_finished_run_is_not_overwritten(grpo_run: tuple) -> None:
+def test_finished_run_is_not_overwritten(grpo_run: tuple, sft_run: dict) -> None:
     _, out, _ = grpo_run
     before = (out / "results.json").read_text()
     with pytest.raises(ConfigError, match="overwrite_output_dir"):
-        RLTrainingTool().run({**GRPO_BASE, "model_name": str(out), "output_dir": str(out)})
+        RLTrainingTool().run({**GRPO_BASE, "model_name": sft_run["output_dir"], "output_dir": str(out)})
     assert (out / "results.json").read_text() == before
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,28 @@ from hello_agents.rl.errors import ConfigError
 COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice (plain YAML keeps the last value without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice; keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config_file(path: str) -> dict[str, Any]:
-    """YAML or JSON (JSON is YAML); syntax errors come back with the line number."""
+    """YAML or JSON (JSON is YAML); syntax errors and repeated keys come back with the line number."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"--config: {path} not found")
     try:
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+        loaded = yaml.load(file.read_text(encoding="utf-8-sig"), Loader=_StrictLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
@@ -40,15 +57,18 @@ def load_config_file(path: str) -> dict[str, Any]:
 
 def _action_parser(sub: Any, command: str, action: str) -> None:
     model = ACTIONS[action].config
-    parser = sub.add_parser(command, help=model.__doc__, description=model.__doc__)
+    parser = sub.add_parser(command, help=model.__doc__, description=model.__doc__, allow_abbrev=False)
     parser.add_argument("--config", help="YAML or JSON file of parameters; --key value overrides it")
     for name, default, text in describe_fields(model):
         if name != "action":
-            parser.add_argument(f"--{name}", dest=name, metavar="VALUE", help=f"{text} [default: {default}]")
+            spellings = dict.fromkeys([f"--{name}", f"--{name.replace('_', '-')}"])  # --max_new_tokens = --max-new-tokens
+            parser.add_argument(*spellings, dest=name, metavar="VALUE", help=f"{text} [default: {default}]")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hello-agents-rl", description="SFT and GRPO for small language models.")
+    parser = argparse.ArgumentParser(
+        prog="hello-agents-rl", description="SFT and GRPO for small language models.", allow_abbrev=False
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for command, action in COMMANDS.items():
         _action_parser(sub, command, action)
@@ -79,16 +99,26 @@ def _unknown_options(extra: list[str]) -> dict[str, Any]:
     return options
 
 
+def _is_text(annotation: Any) -> bool:
+    """str or str | None: a field whose CLI value must not be read as YAML."""
+    return annotation is str or (typing.get_origin(annotation) in (typing.Union, types.UnionType)
+                                 and set(typing.get_args(annotation)) == {str, type(None)})
+
+
 def params_from_args(args: argparse.Namespace, action: str, extra: list[str] | None = None) -> dict[str, Any]:
     params: dict[str, Any] = load_config_file(args.config) if args.config else {}
     params.update(_unknown_options(extra or []))
-    for name in ACTIONS[action].config.model_fields:
+    for name, field in ACTIONS[action].config.model_fields.items():
         value = getattr(args, name, None)
-        if value is not None:  # CLI values are YAML scalars: 2, 1e-5, true, null, [a, b]
-            try:
-                params[name] = yaml.safe_load(value)
-            except yaml.YAMLError:
-                params[name] = value
+        if value is None:
+            continue
+        if _is_text(field.annotation):  # text is taken as typed: "" is empty, "# Be concise" is no comment
+            params[name] = value
+            continue
+        try:  # other values are YAML scalars: 2, 1e-5, true, null, [a, b]
+            params[name] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            params[name] = value
     params["action"] = action
     return params
 

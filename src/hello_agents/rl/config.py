@@ -18,6 +18,54 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hello_agents.rl.errors import ConfigError
 
+def local_path_problem(name: str) -> str | None:
+    """Why a model path that looks local cannot be used (it does not exist), or None."""
+    if looks_like_local_path(name) and not os.path.exists(os.path.expanduser(name)):
+        return f"local path {name!r} does not exist; check the path (a run's output_dir, its model/ folder or a .gguf file)"
+    return None
+
+
+def writable_problem(value: str, kind: str = "folder") -> str | None:
+    """Why `value` cannot be written as a folder or a file, or None; touches nothing that stays."""
+    if not value.strip():
+        return "is empty; give a path"
+    path = Path(value).expanduser().resolve()
+    if kind == "file" and path.is_dir():
+        return f"{value} is a folder; give a file path such as {Path(value) / 'details.jsonl'}"
+    if kind == "folder" and path.exists() and not path.is_dir():
+        return f"{value} is a file; give a folder path"
+    existing = next(p for p in [path if kind == "folder" else path.parent, *path.parents] if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file, so nothing can be created below it"
+    try:  # a real probe: os.access says yes to root even on read-only mounts like /proc
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError:
+        return f"{existing} is not a writable folder; choose a path you can write to"
+    return None
+
+
+def _require(problem: str | None) -> None:
+    if problem:
+        raise ValueError(problem)
+
+
+# Splits of the named datasets; a single file or datasets.Dataset is the whole data under either name.
+SPLITS: dict[str, tuple[str, ...]] = {"gsm8k": ("train", "test"), "arithmetic": ("train", "test")}
+SINGLE_SOURCE_SPLITS = ("train", "test")
+
+
+def split_problem(dataset: Any, split: str, key: str = "split") -> str | None:
+    """Why `split` is not a split of `dataset`, listing the ones it has; None when it is."""
+    if isinstance(dataset, dict):  # a datasets.DatasetDict: its own splits
+        known = tuple(dataset)
+    else:
+        known = SPLITS.get(dataset, SINGLE_SOURCE_SPLITS) if isinstance(dataset, str) else SINGLE_SOURCE_SPLITS
+    if split in known:
+        return None
+    return f"`{key}`: {split!r} is not a split of this dataset{did_you_mean(split, list(known))} (it has: {', '.join(known)})"
+
+
 def looks_like_local_path(name: str) -> bool:
     """A hub id is `org/name` (one slash, no leading dot); anything else is a path on disk."""
     return (
@@ -47,7 +95,8 @@ class Thresholds:
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True)
+    # allow_inf_nan=False: "inf"/"nan" (numbers or strings) are refused for every float key
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True, allow_inf_nan=False)
 
     action: str = Field("train", description="What to do: one of the actions in hello_agents.rl.actions.ACTIONS.")
 
@@ -70,7 +119,12 @@ class DataConfig(_Base):
     system_prompt: str | None = Field(
         None, description="System message for every prompt; None = the dataset's default, '' = none."
     )
-    seed: int = Field(42, description="Seed for data shuffling, sampling and initialisation.")
+    seed: int = Field(42, ge=0, description="Seed for data shuffling, sampling and initialisation.")
+
+    @model_validator(mode="after")
+    def _split_exists(self) -> "DataConfig":
+        _require(split_problem(self.dataset, self.split))
+        return self
 
 
 class ModelConfig(_Base):
@@ -89,11 +143,7 @@ class ModelConfig(_Base):
     @field_validator("model_name")
     @classmethod
     def _local_path_exists(cls, value: str) -> str:
-        if looks_like_local_path(value) and not os.path.exists(os.path.expanduser(value)):
-            raise ValueError(
-                f"local path {value!r} does not exist; train an SFT model there first, or give a hub id like "
-                "'Qwen/Qwen3-0.6B'"
-            )
+        _require(local_path_problem(value))
         return value
 
 
@@ -233,15 +283,18 @@ class TrainConfig(DataConfig, ModelConfig):
     @field_validator("output_dir")
     @classmethod
     def _writable(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        path = Path(value).expanduser().resolve()
-        existing = next(p for p in [path, *path.parents] if p.exists())
-        try:  # a real probe: os.access says yes to root even on read-only mounts like /proc
-            with tempfile.TemporaryFile(dir=existing):
-                pass
-        except OSError:
-            raise ValueError(f"{existing} is not a writable folder; choose an output_dir you can write to") from None
+        if value is not None:
+            _require(writable_problem(value))
+        return value
+
+    @field_validator("lr_scheduler_type")
+    @classmethod
+    def _known_scheduler(cls, value: str) -> str:
+        from transformers.trainer_utils import SchedulerType  # an enum; importing it loads no model code
+
+        known = [kind.value for kind in SchedulerType]
+        if value not in known:
+            raise ValueError(f"unknown scheduler{did_you_mean(value, known)} (known: {', '.join(known)})")
         return value
 
     @model_validator(mode="after")
@@ -251,6 +304,9 @@ class TrainConfig(DataConfig, ModelConfig):
             object.__setattr__(self, "learning_rate", default)
         if self.output_dir is None:
             object.__setattr__(self, "output_dir", f"./models/{self.algorithm}_model")
+        _require(_overlap_problem(self.model_name, self.output_dir))
+        if self.eval_steps:
+            _require(split_problem(self.dataset, self.eval_split, "eval_split"))
         _check_reward(self.reward_type, self.reward_config)
         _check_agentic(self.tools, self.environment, self.algorithm, self.tool_reward, self.max_tool_turns,
                        self.reward_type, self.reward_config)
@@ -274,6 +330,19 @@ class TrainConfig(DataConfig, ModelConfig):
     @property
     def effective_steps_per_generation(self) -> int:
         return self.steps_per_generation or self.gradient_accumulation_steps
+
+
+def _overlap_problem(model_name: str, output_dir: str) -> str | None:
+    """A run replaces files in output_dir: it must not hold (or sit inside) the model being trained."""
+    if not looks_like_local_path(model_name):
+        return None
+    source, out = Path(model_name).expanduser().resolve(), Path(output_dir).expanduser().resolve()
+    if source == out or source in out.parents:
+        return f"`output_dir`: {output_dir} is inside model_name {model_name}; write the new run to a folder of its own"
+    if out in source.parents:
+        return (f"`model_name`: {model_name} lies inside output_dir {output_dir}, whose files the run replaces; "
+                "write the new run to another output_dir")
+    return None
 
 
 class _EvalOptions(DataConfig):
@@ -302,6 +371,19 @@ class EvaluateConfig(_EvalOptions):
     return_details: bool = Field(False, description="Include per-question details in the result.")
     details_path: str | None = Field(None, description="Write per-question details to this JSONL file.")
 
+    @field_validator("model_path")
+    @classmethod
+    def _model_exists(cls, value: str) -> str:
+        _require(local_path_problem(value))
+        return value
+
+    @field_validator("details_path")
+    @classmethod
+    def _details_writable(cls, value: str | None) -> str | None:
+        if value is not None:
+            _require(writable_problem(value, "file"))
+        return value
+
 
 class CompareConfig(_EvalOptions):
     """`action: compare` -- several models on the same questions, as one table."""
@@ -309,13 +391,45 @@ class CompareConfig(_EvalOptions):
     models: dict[str, str] = Field(..., description="Name -> model, e.g. {base: Qwen/Qwen3-0.6B, sft: ./models/sft}.")
     report_path: str | None = Field(None, description="Also write the comparison as markdown to this file.")
 
+    @field_validator("models")
+    @classmethod
+    def _every_model_exists(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("no models given; e.g. {base: Qwen/Qwen3-0.6B, grpo: ./models/grpo_model}")
+        for name, path in value.items():
+            if problem := local_path_problem(path):
+                raise ValueError(f"model {name!r}: {problem}")
+        return value
+
+    @field_validator("report_path")
+    @classmethod
+    def _report_writable(cls, value: str | None) -> str | None:
+        if value is not None:
+            _require(writable_problem(value, "file"))
+        return value
+
 
 class ExportConfig(_Base):
     """`action: export` -- merge a LoRA adapter into its base and save a plain transformers model with a card."""
 
     model_path: str = Field(..., description="A run's output_dir, its adapter/ folder, or any adapter folder.")
-    output_dir: str = Field(..., description="Where the merged model (safetensors) and its README.md go.")
+    output_dir: str = Field(..., description="A new or empty folder for the merged model (safetensors) and its README.md.")
+    overwrite_output_dir: bool = Field(
+        False, description="Replace an earlier export in output_dir (only the files that export wrote; nothing else)."
+    )
     trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_exists(cls, value: str) -> str:
+        _require(local_path_problem(value))
+        return value
+
+    @field_validator("output_dir")
+    @classmethod
+    def _writable(cls, value: str) -> str:
+        _require(writable_problem(value))
+        return value
 
 
 class PipelineConfig(TrainConfig):
@@ -404,10 +518,20 @@ class CreateRewardConfig(_Base):
     completions: list[str] = Field(default_factory=list, description="Completions to score.")
     ground_truth: Any = Field(None, description="One value for all completions, or a list with one per completion.")
     num_generations: int | None = Field(None, ge=1, description="If given, also return group advantages.")
+    reward_failure_value: float = Field(
+        0.0, description="Score of a completion whose custom reward raised or returned no finite number (as in training)."
+    )
 
     @model_validator(mode="after")
     def _reward_is_valid(self) -> "CreateRewardConfig":
         _check_reward(self.reward_type, self.reward_config)
+        n = len(self.completions)
+        if isinstance(self.ground_truth, list) and len(self.ground_truth) != n:
+            raise ValueError(f"`ground_truth`: {len(self.ground_truth)} values for {n} completions; "
+                             "give one value, or one per completion")
+        if self.num_generations and n % self.num_generations:
+            raise ValueError(f"`num_generations`: {n} completions do not split into groups of {self.num_generations}; "
+                             "give a multiple of num_generations completions")
         return self
 
 

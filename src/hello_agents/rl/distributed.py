@@ -16,6 +16,11 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def world_size() -> int:
+    """Processes in the run, from the launcher's environment (1 when run directly)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def saves_collectively(trainer: Any) -> bool:
     """DeepSpeed and FSDP hold (or may hold) weight shards on each rank: gathering them to save needs every rank."""
     return bool(getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False))

@@ -128,8 +128,8 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
 
         return run_with_tools(cfg)
     rows = data_layer.load(cfg)
-    tokenizer = load_tokenizer(cfg.model_path, cfg.trust_remote_code)
-    model = load_model(cfg.model_path, cfg.trust_remote_code)
+    tokenizer = load_tokenizer(cfg.model_path, cfg.trust_remote_code, key="model_path")
+    model = load_model(cfg.model_path, cfg.trust_remote_code, key="model_path")
     if torch.cuda.is_available():
         model = model.to("cuda")
     result = evaluate_model(
@@ -153,9 +153,11 @@ def compare(cfg: Any) -> dict[str, Any]:
         return compare_with_tools(cfg)
     rows = data_layer.load(cfg)
     table, correct = [], {}
+    # every model's path and tokenizer are checked before the first (long) evaluation starts
+    tokenizers = {name: load_tokenizer(path, cfg.trust_remote_code, key=f"models.{name}") for name, path in cfg.models.items()}
     for name, path in cfg.models.items():
-        tokenizer = load_tokenizer(path, cfg.trust_remote_code)
-        model = load_model(path, cfg.trust_remote_code)
+        tokenizer = tokenizers[name]
+        model = load_model(path, cfg.trust_remote_code, key=f"models.{name}")
         if torch.cuda.is_available():
             model = model.to("cuda")
         metrics = evaluate_model(

@@ -51,17 +51,18 @@ def resolve_model_source(name: str) -> str:
     return str(path) if path.exists() else name
 
 
-def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
+def load_tokenizer(name: str, trust_remote_code: bool = False, key: str = "model_name") -> Any:
+    """`key` is the parameter the user set (model_name, model_path): error messages name it."""
     from transformers import AutoTokenizer
 
     name = resolve_model_source(name)
-    source = _base_of_adapter(name) if is_adapter_dir(name) and not _has_tokenizer(name) else name
+    source = _base_of_adapter(name, key) if is_adapter_dir(name) and not _has_tokenizer(name) else name
     if Path(source).is_dir() and not _has_tokenizer(source):
         raise ConfigError(
-            f"`model_name`: could not load Tokenizer from the folder {source}: it has no tokenizer files "
+            f"`{key}`: could not load Tokenizer from the folder {source}: it has no tokenizer files "
             "(tokenizer.json, tokenizer_config.json or tokenizer.model); copy them from the base model"
         )
-    tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=trust_remote_code)
+    tokenizer = _from_pretrained(AutoTokenizer, source, key, trust_remote_code=trust_remote_code)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if not tokenizer.chat_template:
@@ -70,7 +71,7 @@ def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
     return tokenizer
 
 
-def load_model(name: str, trust_remote_code: bool = False, dtype: torch.dtype | None = None) -> Any:
+def load_model(name: str, trust_remote_code: bool = False, dtype: torch.dtype | None = None, key: str = "model_name") -> Any:
     """A plain transformers model; a LoRA adapter folder is loaded onto its base and merged."""
     from transformers import AutoModelForCausalLM
 
@@ -81,31 +82,70 @@ def load_model(name: str, trust_remote_code: bool = False, dtype: torch.dtype | 
     if is_adapter_dir(name):
         from peft import PeftModel
 
-        base = _from_pretrained(AutoModelForCausalLM, _base_of_adapter(name), dtype=dtype, trust_remote_code=trust_remote_code)
+        base = _from_pretrained(
+            AutoModelForCausalLM, _base_of_adapter(name, key), key, dtype=dtype, trust_remote_code=trust_remote_code
+        )
+        _check_weights(name, key)
         return PeftModel.from_pretrained(base, name).merge_and_unload()
-    return _from_pretrained(AutoModelForCausalLM, name, dtype=dtype, trust_remote_code=trust_remote_code)
+    return _from_pretrained(AutoModelForCausalLM, name, key, dtype=dtype, trust_remote_code=trust_remote_code)
 
 
 def _has_tokenizer(folder: str) -> bool:
     return any((Path(folder) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
 
 
-def _base_of_adapter(folder: str) -> str:
-    base = json.loads((Path(folder) / "adapter_config.json").read_text())["base_model_name_or_path"]
+def _base_of_adapter(folder: str, key: str = "model_name") -> str:
+    base = json.loads((Path(folder) / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    from hello_agents.rl.config import looks_like_local_path
+
+    if not base or (looks_like_local_path(base) and not Path(base).expanduser().exists()):
+        raise ConfigError(
+            f"`{key}`: the LoRA adapter in {folder} needs its base model, which is missing (expected at {base!r}, "
+            f"from base_model_name_or_path in its adapter_config.json); put the base model back there or point that "
+            "entry at the base model's folder or hub id"
+        )
     return resolve_model_source(base)
 
 
-def _from_pretrained(cls: Any, name: str, **kwargs: Any) -> Any:
+def safetensors_problem(file: Path) -> str | None:
+    """Why a .safetensors file cannot be read (truncated, bad header), or None; reads the header only."""
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as handle:
+            header_length = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(header_length))
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"unreadable header: {error}"
+    expected = 8 + header_length + end
+    return f"{size} bytes where its header promises {expected}: cut short" if size < expected else None
+
+
+def _check_weights(folder: str, key: str) -> None:
+    """A truncated weights file (a full disk, an interrupted copy) named as such, not as a loader traceback."""
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        if problem := safetensors_problem(file):
+            raise ConfigError(f"`{key}`: {file} is damaged ({problem}); copy or save the model again")
+
+
+def _from_pretrained(cls: Any, name: str, key: str = "model_name", **kwargs: Any) -> Any:
     """from_pretrained that fails fast with the fix instead of a hang or a bare traceback."""
     source = resolve_model_source(name)
     local = Path(source).exists()
+    if local:
+        _check_weights(source, key)
     try:
         return cls.from_pretrained(source, local_files_only=local or _offline(), **kwargs)
     except (OSError, ValueError) as error:
         where = f"the folder {source}" if local else f"the hub id {name!r}"
+        if "trust_remote_code" in str(error):  # keep transformers' own explanation of custom code
+            raise ConfigError(
+                f"`{key}`: {source} needs its own Python code to load: {error} Set trust_remote_code: true only "
+                "if you trust that code."
+            ) from None
         raise ConfigError(
-            f"`model_name`: could not load {cls.__name__.removeprefix('Auto')} from {where}: {str(error).splitlines()[0]} "
-            "Check the spelling, or download the model once and point model_name at its local folder "
+            f"`{key}`: could not load {cls.__name__.removeprefix('Auto')} from {where}: {str(error).splitlines()[0]} "
+            f"Check the spelling, or download the model once and point {key} at its local folder "
             "(it needs config.json, weights and tokenizer files)."
         ) from None
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,21 @@ def atomic_write_json(path: str | Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, ensure_ascii=False)
+        json.dump(finite(data), handle, indent=2, ensure_ascii=False, allow_nan=False)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def finite(data: Any) -> Any:
+    """JSON has no NaN or Infinity: a non-finite number becomes null (its absence is the honest value)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {key: finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(value) for value in data]
+    return data
 
 
 def checkpoints(output_dir: str | Path) -> list[Path]:
@@ -36,16 +49,44 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_CHECKPOINT.match(p.name).group(1)))
 
 
-def prepare_output_dir(output_dir: str, resume: bool | str | None, overwrite: bool) -> str | None:
-    """Check the folder before anything loads; return the checkpoint to resume from, if any.
+@dataclass
+class OutputPlan:
+    """What a run will do to its output_dir, decided before anything loads and applied after."""
 
-    Every rank of a distributed run checks (and raises) alike; only rank 0 deletes or trims files.
-    """
+    folder: Path
+    resume: str | None = None  # the checkpoint to resume from
+    stale: list[Path] = field(default_factory=list)  # an earlier run's files that overwrite_output_dir replaces
+
+    def apply(self) -> None:
+        """Called once the new run has loaded its data and model: only then is the old run's work removed.
+
+        Every rank of a distributed run plans alike; only rank 0 deletes or trims files.
+        """
+        if not is_main_process():
+            return
+        for path in self.stale:
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        if self.resume and (match := _CHECKPOINT.match(Path(self.resume).name)):
+            _trim_metrics(self.folder / METRICS, int(match.group(1)))
+
+
+RUN_FILES = (METRICS, RESULTS, "completions.jsonl")  # what a run writes beside checkpoint-N, model/ and adapter/
+
+
+def plan_output_dir(output_dir: str, resume: bool | str | None, overwrite: bool) -> OutputPlan:
+    """Check the folder and decide what happens to it; raises ConfigError, touches nothing."""
     folder = Path(output_dir)
-    main = is_main_process()
-    finished = (folder / RESULTS).is_file() and _status(folder) == "completed"
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"`output_dir`: {output_dir} is a file, not a folder; choose a folder path")
     found = checkpoints(folder)
+    status = _status(folder)
     if resume:
+        if status == "completed":
+            raise ConfigError(
+                f"`resume_from_checkpoint`: the run in {output_dir} is finished ({RESULTS}: completed, step "
+                f"{_finished_step(folder)}); nothing to resume. To train further, start a new run with "
+                f"model_name: {output_dir} and another output_dir"
+            )
         # Resuming loads the checkpoint's optimizer/scheduler/RNG state with torch.load (pickle): only
         # from checkpoint-N folders this tool wrote into this output_dir, or a path the user named.
         target = found[-1] if resume is True and found else (Path(resume) if isinstance(resume, str) else None)
@@ -54,15 +95,14 @@ def prepare_output_dir(output_dir: str, resume: bool | str | None, overwrite: bo
                 f"`resume_from_checkpoint`: no checkpoint {'in ' + output_dir if resume is True else str(resume)}; "
                 "remove resume_from_checkpoint to start fresh"
             )
-        if main:
-            _trim_metrics(folder / METRICS, int(_CHECKPOINT.match(target.name).group(1)) if _CHECKPOINT.match(target.name) else None)
-        return str(target)
+        check_checkpoint(target)
+        return OutputPlan(folder, resume=str(target))
+    ours = [path for path in [*found, *(folder / name for name in RUN_FILES)] if path.exists()]
+    _refuse_foreign_model_folders(folder, bool(ours))
     if overwrite:
-        stale = [*found, folder / METRICS, folder / RESULTS, folder / "completions.jsonl"] if main else []
-        for path in stale:
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-        return None
-    if finished:
+        finals = [folder / name for name in ("model", "adapter") if ours and (folder / name).exists()]
+        return OutputPlan(folder, stale=ours + finals)
+    if status == "completed":
         raise ConfigError(
             f"`output_dir`: {output_dir} holds a finished run ({RESULTS}); choose another output_dir "
             "or set overwrite_output_dir: true to replace it"
@@ -72,7 +112,48 @@ def prepare_output_dir(output_dir: str, resume: bool | str | None, overwrite: bo
             f"`output_dir`: {output_dir} holds an unfinished run ({found[-1].name}); continue it with "
             "resume_from_checkpoint: true, or set overwrite_output_dir: true to start over"
         )
-    return None
+    return OutputPlan(folder)
+
+
+def _refuse_foreign_model_folders(folder: Path, holds_a_run: bool) -> None:
+    """A run replaces output_dir/model and output_dir/adapter at its end: never ones it did not write."""
+    foreign = [name for name in ("model", "adapter") if (folder / name).exists()] if not holds_a_run else []
+    if foreign:
+        raise ConfigError(
+            f"`output_dir`: {folder} already has a {foreign[0]}/ folder that no run of this tool wrote; "
+            "the final model would replace it. Choose an empty or new output_dir"
+        )
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    """Refuse a checkpoint whose files are cut short (a full disk, a copy that stopped) before any is used."""
+    import zipfile
+
+    for file in sorted(checkpoint.iterdir()):
+        problem = None
+        if file.suffix in (".pt", ".pth", ".bin"):  # torch.save's zip format: a truncated file has no directory
+            try:
+                with zipfile.ZipFile(file) as archive:
+                    bad = archive.testzip()
+                problem = f"corrupt member {bad}" if bad else None
+            except (zipfile.BadZipFile, OSError) as error:
+                problem = str(error)
+        elif file.suffix == ".safetensors":
+            from hello_agents.rl.models import safetensors_problem
+
+            problem = safetensors_problem(file)
+        if problem:
+            raise ConfigError(
+                f"`resume_from_checkpoint`: {file} is damaged ({problem}); resume from an earlier checkpoint "
+                f"(resume_from_checkpoint: <path>) or delete {checkpoint.name} yourself"
+            )
+
+
+def _finished_step(folder: Path) -> Any:
+    try:
+        return json.loads((folder / RESULTS).read_text()).get("num_steps", "?")
+    except (OSError, ValueError):
+        return "?"
 
 
 def _status(folder: Path) -> str | None:

@@ -11,9 +11,11 @@ from typing import Any
 from hello_agents.rl.config import EvaluateConfig, PipelineConfig
 from hello_agents.rl.evaluate import comparison_markdown
 from hello_agents.rl.evaluate import run as evaluate
-from hello_agents.rl.outputs import atomic_write_json
+from hello_agents.rl.errors import ConfigError
+from hello_agents.rl.outputs import atomic_write_json, plan_output_dir
 from hello_agents.rl.trainers.run import train
 
+RESULTS_FILE = "training_results.json"
 CURVES = (("reward", "reward"), ("kl", "KL"), ("loss", "loss"), ("learning_rate", "learning rate"))
 
 
@@ -27,6 +29,11 @@ def run_pipeline(cfg: PipelineConfig) -> dict[str, Any]:
         eval_cfg: EvaluateConfig = cfg.evaluation_config(model_path).model_copy(update={"return_details": True})
         evaluations[name] = evaluate(eval_cfg)
 
+    for stage in (cfg.stage("sft"), cfg.stage("grpo", model_name=cfg.model_name)):  # refuse now, not after an hour
+        plan_output_dir(stage.output_dir, stage.resume_from_checkpoint, stage.overwrite_output_dir)
+    if (root / RESULTS_FILE).is_file() and not cfg.overwrite_output_dir:
+        raise ConfigError(f"`output_dir`: {root} holds a finished pipeline ({RESULTS_FILE}); choose another "
+                          "output_dir or set overwrite_output_dir: true")
     evaluate_stage("base", cfg.model_name)
     print("== SFT", flush=True)
     sft = train(cfg.stage("sft"))
@@ -46,7 +53,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict[str, Any]:
         "wall_time_s": round(time.time() - started, 1),
     }
     results["report"] = str(write_report(root, results, evaluations))
-    atomic_write_json(root / "training_results.json", results)
+    atomic_write_json(root / RESULTS_FILE, results)
     return results
 
 

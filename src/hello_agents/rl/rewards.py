@@ -213,7 +213,10 @@ class RewardComponent:
     params: dict = field(default_factory=dict, hash=False)
 
     def term(self, completion: str, ground_truth: object, **context: Any) -> float:
-        return _call(self.fn, completion, ground_truth, {**context, **self.params})
+        value = _call(self.fn, completion, ground_truth, {**context, **self.params})
+        if isinstance(value, (bool, str, bytes)) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise TypeError(f"reward {self.name!r} returned {value!r}; it must return a finite number")
+        return float(value)
 
 
 @dataclass(frozen=True)
@@ -370,6 +373,14 @@ def _completion_text(completion: object) -> str:
     return completion if isinstance(completion, str) else str(completion)
 
 
+def safe_score(reward: Reward, completion: str, ground_truth: object, **context: Any) -> tuple[float | None, str | None]:
+    """(score, None), or (None, the traceback) when the reward raised or gave no finite number (a str, a list...)."""
+    try:
+        return reward.score(completion, ground_truth, **context), None
+    except Exception:  # noqa: BLE001 - one bad completion must not kill the run
+        return None, traceback.format_exc()
+
+
 def to_trl_reward(reward: Reward, failure_reward: float = 0.0) -> Callable[..., list[float]]:
     """Wrap ``reward`` as a TRL GRPOTrainer reward function (``__name__`` = reward.name).
 
@@ -392,16 +403,12 @@ def to_trl_reward(reward: Reward, failure_reward: float = 0.0) -> Callable[..., 
         scores = []
         for i, completion in enumerate(completions):
             context = {k: v[i] for k, v in columns.items()}
-            try:
-                value = reward.score(_completion_text(completion),
-                                     truths[i] if truths is not None else None, **context)
-                if value is None or not math.isfinite(float(value)):
-                    raise ValueError(f"reward returned {value!r}")
-                scores.append(float(value))
-            except Exception:  # noqa: BLE001 - one bad completion must not kill the run
+            value, failure = safe_score(reward, _completion_text(completion),
+                                        truths[i] if truths is not None else None, **context)
+            if failure:
                 adapter.failures += 1
-                adapter.first_failure = adapter.first_failure or traceback.format_exc()
-                scores.append(float(failure_reward))
+                adapter.first_failure = adapter.first_failure or failure
+            scores.append(float(failure_reward) if value is None else value)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and n:  # the doctor watches format correctness beside the reward
             log_metric("format", sum(has_answer(_completion_text(c)) for c in completions) / n)
@@ -433,12 +440,13 @@ def score_completions(cfg: Any) -> dict[str, Any]:
     """`action: create_reward`: score completions (and group advantages) with the configured reward."""
     reward = build_reward(cfg.reward_type, cfg.reward_config)
     truths = cfg.ground_truth if isinstance(cfg.ground_truth, list) else [cfg.ground_truth] * len(cfg.completions)
-    if len(truths) != len(cfg.completions):
-        _fail("ground_truth", f"{len(truths)} values for {len(cfg.completions)} completions",
-              "give one value, or one per completion")
-    scores = [reward.score(c, t) for c, t in zip(cfg.completions, truths)]
+    scored = [safe_score(reward, c, t) for c, t in zip(cfg.completions, truths)]
+    scores = [cfg.reward_failure_value if value is None else value for value, _ in scored]
     result: dict[str, Any] = {"status": "completed", "reward_type": reward.name, "scores": scores}
-    if len(reward.components) > 1:
+    failures = [failure for _, failure in scored if failure]
+    if failures:  # the same treatment as in training: scored reward_failure_value, counted, first error shown
+        result.update(reward_failures=len(failures), first_failure=failures[0])
+    if len(reward.components) > 1 and not failures:
         parts = [reward.score_components(c, t) for c, t in zip(cfg.completions, truths)]
         result["components"] = {name: [p[name] for p in parts] for name in parts[0]} if parts else {}
     if cfg.num_generations:

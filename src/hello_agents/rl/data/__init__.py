@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 
-from hello_agents.rl.config import DataConfig
+from hello_agents.rl.config import DataConfig, split_problem
 from hello_agents.rl.data import arithmetic, custom, gsm8k, multiplication
 from hello_agents.rl.errors import ConfigError
 from hello_agents.rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
@@ -20,10 +20,14 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
     """The rows of one split, subsampled to max_samples by a seeded shuffle."""
     split = split or cfg.split
     source = cfg.dataset
+    if problem := split_problem(source, split):  # never a silent fall-back to another split
+        raise ConfigError(problem)
+    if isinstance(source, DatasetDict):
+        source = source[split]
     if isinstance(source, Dataset):
         data = custom.from_dataset(source, cfg.question_column, cfg.answer_column, _system_prompt(cfg, None))
     elif source == "arithmetic":
-        return arithmetic.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
+        data = arithmetic.make_dataset(split, None, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
         return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "gsm8k":

@@ -44,7 +44,8 @@ def make_dataset(
     carry_error: float = 0.0,
     system_prompt: str | None = None,
 ) -> Dataset:
-    """None = every question of the split once; N = N seeded draws with replacement (any size)."""
+    """None = every question of the split once; N = N seeded draws with replacement (any size: the demo's
+    demonstrations and prompt streams). `max_samples` through data.load draws without replacement instead."""
     rng = random.Random(seed)
     pairs = split_pairs(split)
     chosen = pairs if num_samples is None else [rng.choice(pairs) for _ in range(num_samples)]

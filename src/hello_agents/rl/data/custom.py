@@ -7,6 +7,7 @@ with its file and line number.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
@@ -19,12 +20,20 @@ from hello_agents.rl.data.formatting import build_messages, format_solution
 from hello_agents.rl.errors import ConfigError
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _read_text(path: Path) -> str:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return path.read_text(encoding="utf-8-sig")  # -sig: a byte-order mark (Excel, Notepad) is not text
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); re-save it as UTF-8") from None
-    for number, line in enumerate(lines, start=1):
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """One JSON object per line, or (a .json file) one JSON array of objects, pretty-printed or not."""
+    text = _read_text(path)
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        yield from _read_json_array(path, text)
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -36,14 +45,31 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, record
 
 
-def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _read_json_array(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.DictReader(handle)
-            for record in reader:
-                yield reader.line_num, record
-    except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: not UTF-8 text ({error.reason}); re-save it as UTF-8") from None
+        records = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ConfigError(f"{path}: item {index} is {type(record).__name__}, expected a JSON object")
+        yield f"item {index}", record
+
+
+def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    reader = csv.reader(io.StringIO(_read_text(path), newline=""))
+    header = next(reader, None)
+    if not header:
+        return
+    for row in reader:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):  # DictReader would file extras under None and fill gaps with None
+            raise ConfigError(
+                f"{path}:{reader.line_num}: {len(row)} fields where the header has {len(header)}; a comma inside "
+                'a value needs the value in double quotes ("1,000")'
+            )
+        yield reader.line_num, dict(zip(header, row))
 
 
 def build_rows(
@@ -64,6 +90,9 @@ def build_rows(
                     f"{source}:{where}: no column {column!r} (columns: {sorted(record)}); "
                     "set question_column/answer_column to the right names"
                 )
+        for column in (question_column, answer_column):
+            if record[column] is None or (isinstance(record[column], str) and not record[column].strip()):
+                raise ConfigError(f"{source}:{where}: {column!r} is empty (null); give it a value or drop the row")
         truth = parse_ground_truth(record[answer_column])
         if truth is None:
             raise ConfigError(

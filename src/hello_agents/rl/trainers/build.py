@@ -6,6 +6,7 @@ TRL's trainer with leaner rollouts and forwards (docs/performance.md).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 from datasets import Dataset
@@ -59,4 +60,15 @@ def build_trainer(
     )
     if cfg.algorithm == "sft":
         use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
+    keep_user_readme(trainer)
     return trainer
+
+
+TRL_CARD_MARK = "It has been trained using [TRL]"  # a line of TRL's own model card template
+
+
+def keep_user_readme(trainer: Any) -> None:
+    """TRL writes a model card to output_dir/README.md at every checkpoint: never over a file of the user's."""
+    readme = Path(trainer.args.output_dir) / "README.md"
+    if readme.is_file() and TRL_CARD_MARK not in readme.read_text(encoding="utf-8", errors="replace"):
+        trainer.create_model_card = lambda *args, **kwargs: None

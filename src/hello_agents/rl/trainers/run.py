@@ -3,40 +3,47 @@
 from __future__ import annotations
 
 import gc
-import os
 import math
+import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
 from hello_agents.rl import data as data_layer
 from hello_agents.rl.config import Thresholds, TrainConfig
-from hello_agents.rl.distributed import from_main_process
+from hello_agents.rl.distributed import from_main_process, is_main_process, world_size
 from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
-from hello_agents.rl.outputs import RESULTS, atomic_write_json, checkpoints, prepare_output_dir, save_final_model
+from hello_agents.rl.outputs import (
+    METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, plan_output_dir, save_final_model,
+)
 from hello_agents.rl.agentic import runtime as agentic
 from hello_agents.rl.rewards import build_reward, to_trl_reward
+from hello_agents.rl.trainers.args import report_targets
 from hello_agents.rl.trainers.build import build_trainer
 from hello_agents.rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
 from hello_agents.rl.trainers.doctor import Doctor
 from hello_agents.rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
+from hello_agents.rl.trainers.preflight import check_lora_targets, check_schedule, check_sft_lengths, check_wandb_reachable
 
 
 def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train; on CUDA out-of-memory shrink as the seed advises and resume from the last checkpoint."""
     if agentic.uses_tools(cfg):  # the chat template must express tool calls: checked before the disk or the model
         agentic.preflight(cfg)
-    resume = prepare_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
+    plan = plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
+    check_wandb_reachable(report_targets(cfg))
     changes: list[str] = []
     while True:
         try:
-            result = _train_once(cfg, resume, extra_callbacks or [])
+            with _no_empty_output_dir(Path(cfg.output_dir)):
+                result = _train_once(cfg, plan, extra_callbacks or [])
             break
         except torch.OutOfMemoryError:
             # one rank cannot shrink alone: the others would wait for it forever
-            smaller = backoff(cfg) if cfg.oom_backoff and int(os.environ.get("WORLD_SIZE", "1")) == 1 else None
+            smaller = backoff(cfg) if cfg.oom_backoff and world_size() == 1 else None
             if smaller is None:
                 raise
             cfg, change = smaller
@@ -46,7 +53,7 @@ def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[st
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             found = checkpoints(cfg.output_dir)
-            resume = str(found[-1]) if found else None
+            plan = OutputPlan(Path(cfg.output_dir), resume=str(found[-1]) if found else None)
     if changes:
         result["oom_backoff"] = changes
         result["diagnostics"].append(f"out of memory: backed off ({'; '.join(changes)})")
@@ -54,15 +61,32 @@ def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[st
     return result
 
 
-def _train_once(cfg: TrainConfig, resume: str | None, extra_callbacks: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any]:
+@contextmanager
+def _no_empty_output_dir(folder: Path) -> Iterator[None]:
+    """A run that fails before it has saved anything leaves no folder behind, if it created that folder."""
+    existed = folder.exists()
+    try:
+        yield
+    except BaseException:
+        worth_keeping = checkpoints(folder) or (folder / METRICS).exists() or (folder / RESULTS).exists()
+        if not existed and folder.is_dir() and not worth_keeping and is_main_process():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any]:
     from transformers.trainer_callback import ProgressCallback
 
     started = time.time()
     device, dtype = pick_device_dtype()
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
+    check_schedule(cfg, len(train_data), world_size())
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
+    check_sft_lengths(cfg, tokenizer, train_data)
     model = load_model(cfg.model_name, cfg.trust_remote_code, dtype)
+    check_lora_targets(cfg, model)
+    plan.apply()  # only now, with data and model loaded, may an earlier run's files go
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     thresholds = Thresholds(**cfg.doctor_thresholds)
     monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, thresholds))
@@ -82,16 +106,17 @@ def _train_once(cfg: TrainConfig, resume: str | None, extra_callbacks: tuple[Any
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ConsoleProgress())
     with interrupt.installed():
-        output = trainer.train(resume_from_checkpoint=resume)
-    status = "interrupted" if interrupt.requested else "failed" if nonfinite.error else "completed"
+        output = trainer.train(resume_from_checkpoint=plan.resume)
+    broken = nonfinite.error or _nonfinite_weights(trainer.model)
+    status = "interrupted" if interrupt.requested else "failed" if broken else "completed"
     model_path = ""
     if status == "completed":  # every rank: DeepSpeed/FSDP gather their shards to save; rank 0 writes
         model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
-    if nonfinite.error:
-        result["error"] = nonfinite.error
-        print(f"[stopped] {nonfinite.error}", flush=True)
+    if broken:
+        result["error"] = broken
+        print(f"[stopped] {broken}", flush=True)
     if nonfinite.skipped_steps:
         result["skipped_nonfinite_steps"] = nonfinite.skipped_steps
     if agentic.uses_tools(cfg) and cfg.algorithm == "grpo":
@@ -114,6 +139,15 @@ def _add_grpo_callbacks(cfg: TrainConfig, trainer: Any) -> None:
         trainer.add_callback(AdaptiveKL(trainer, *cfg.kl_target))
     if cfg.log_completions_steps:
         trainer.add_callback(CompletionLogger(trainer, cfg.output_dir, cfg.log_completions_steps))
+
+
+def _nonfinite_weights(model: Any) -> str | None:
+    """Weights that became NaN/inf (a finite but huge update can do it) are never saved as the final model."""
+    bad = [name for name, p in model.named_parameters() if p.requires_grad and not torch.isfinite(p).all()]
+    if not bad:
+        return None
+    return (f"{len(bad)} trainable weight tensors hold NaN/inf after training (first: {bad[0]}); the final model "
+            "was not saved. Lower learning_rate, keep max_grad_norm on, and start again from the last good checkpoint")
 
 
 def _write_results(cfg: TrainConfig, result: dict[str, Any]) -> None:
