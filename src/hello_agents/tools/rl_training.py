@@ -23,3 +23,15 @@ class RLTrainingTool:
             name: [{"name": n, "default": d, "description": text} for n, d, text in describe_fields(action.config)]
             for name, action in actions.ACTIONS.items()
         }
+
+    def json_schema(self, action: str = "train") -> dict[str, Any]:
+        """One action's parameters as JSON Schema (hello_agents.rl.schema)."""
+        from hello_agents.rl.schema import json_schema
+
+        return json_schema(action)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """Every action as an OpenAI function-calling tool; pass a call's arguments to run() with its action."""
+        from hello_agents.rl.schema import openai_tools
+
+        return openai_tools()
