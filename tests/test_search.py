@@ -106,6 +106,15 @@ def test_cli_refuses_a_bad_search_config_with_status_2(tmp_path: Path, capsys: p
     assert "`space.lora_rank`" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["search_demo.yaml", "search_gsm8k_grpo.yaml"])
+def test_shipped_search_configs_are_valid(tmp_path: Path, name: str) -> None:
+    params = cli.load_config_file(str(Path(__file__).resolve().parents[1] / "configs" / name))
+    (tmp_path / "sft").mkdir()
+    params["base"]["model_name"] = str(tmp_path / "sft")  # the SFT model these configs start from is trained first
+    params.update(action="search", output_dir=str(tmp_path / "search"))
+    assert parse(params).space
+
+
 def test_ranges_become_optuna_suggestions_of_the_key_type(tmp_path: Path) -> None:
     import optuna
 
@@ -194,7 +203,7 @@ def test_hopeless_trial_is_pruned(tmp_path: Path, tiny_model: str) -> None:
     good, hopeless = result["trials"]
     assert (good["state"], good["params"]) == ("complete", {"max_new_tokens": 1})
     assert (hopeless["state"], hopeless["params"]) == ("pruned", {"max_new_tokens": 16})
-    assert hopeless["note"] == "pruned at step 1"
+    assert hopeless["note"].startswith("pruned at step 1 (reward -") and hopeless["value"] is None
     assert json.loads((out / "trial-0001" / "results.json").read_text())["num_steps"] == 1  # it stopped early
     assert json.loads((out / "trial-0000" / "results.json").read_text())["num_steps"] == 4
     assert load_study(out).trials[1].intermediate_values.keys() == {1}
@@ -291,3 +300,52 @@ def test_two_workers_share_one_study_without_running_a_trial_twice(tmp_path: Pat
     assert len({t.user_attrs["worker"] for t in done}) == 2, "both workers ran trials"
     folders = [t.user_attrs["output_dir"] for t in done]
     assert len(set(folders)) == len(folders) and all((Path(f) / "results.json").is_file() for f in folders)
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_the_trial_queues_it_again_and_the_rerun_finishes(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "search"
+    config = tmp_path / "search.yaml"
+    params = search_params(out, tiny_model, base=tiny_base(tiny_model, max_steps=60), n_trials=2)
+    config.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "action"}))
+    first = subprocess.Popen(_search_command(config), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = out / "trial-0000" / "metrics.jsonl"
+    _wait_for(lambda: metrics.is_file() or first.poll() is not None, 300, "trial 0 to be training")
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=300) == 130, first.stderr.read()[-3000:]
+    trials = load_study(out).trials
+    assert [t.state.name for t in trials] == ["FAIL", "WAITING"] and trials[1].params == trials[0].params
+    run = json.loads((out / "trial-0000" / "results.json").read_text())
+    assert run["status"] == "interrupted" and list((out / "trial-0000").glob("checkpoint-*"))
+    assert json.loads((out / "results.json").read_text())["status"] == "interrupted"
+
+    rerun = subprocess.run(_search_command(config), env=_env(), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    trials = load_study(out).trials
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE", "COMPLETE"]
+    assert trials[1].system_attrs["failed_trial"] == 0
+
+
+@pytest.mark.slow
+def test_optuna_dashboard_reads_the_study(tmp_path: Path, tiny_model: str) -> None:
+    from wsgiref.util import setup_testing_defaults
+
+    dashboard = pytest.importorskip("optuna_dashboard")
+    out = tmp_path / "search"
+    result = RLTrainingTool().run(search_params(out, tiny_model, n_trials=2, study_name="gsm8k-grpo"))
+    app = dashboard.wsgi(result["storage"])  # what `optuna-dashboard <storage>` serves
+
+    def get(path: str) -> dict:
+        environ: dict = {}
+        setup_testing_defaults(environ)
+        environ.update(PATH_INFO=path, REQUEST_METHOD="GET")
+        status: list[str] = []
+        body = b"".join(app(environ, lambda s, headers, *rest: status.append(s)))
+        assert status == ["200 OK"], (path, status)
+        return json.loads(body)
+
+    (summary,) = get("/api/studies")["study_summaries"]
+    assert summary["study_name"] == "gsm8k-grpo" and summary["directions"] == ["maximize"]
+    study = get(f"/api/studies/{summary['study_id']}")
+    assert len(study["trials"]) == 2
+    assert all({p["name"] for p in trial["params"]} == {"learning_rate", "lora_rank"} for trial in study["trials"])

@@ -37,8 +37,10 @@ class TrialFailed(Exception):
 def run(cfg: SearchConfig) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     storage_url = cfg.storage or f"sqlite:///{out.resolve() / 'study.db'}"
-    _claim(out, storage_url, cfg.study_name)
+    claim = _check_claim(out, storage_url, cfg.study_name)
     study = _open_study(cfg, storage_url)
+    if not (out / CLAIM).is_file():  # only once the study opened: a wrong URL must not claim the folder
+        atomic_write_json(out / CLAIM, claim)
     for params in cfg.enqueue:  # skip_if_exists: a rerun does not queue them again
         study.enqueue_trial(params, skip_if_exists=True)
     status = "completed"
@@ -54,7 +56,7 @@ def run(cfg: SearchConfig) -> dict[str, Any]:
     return report(study, cfg, storage_url, status)
 
 
-def _claim(out: Path, storage_url: str, study_name: str) -> None:
+def _check_claim(out: Path, storage_url: str, study_name: str) -> dict[str, str]:
     claim = {"storage": storage_url, "study_name": study_name}
     path = out / CLAIM
     if path.is_file():
@@ -64,14 +66,16 @@ def _claim(out: Path, storage_url: str, study_name: str) -> None:
                 f"`output_dir`: {out} holds the trials of study {held.get('study_name')!r} in {held.get('storage')}; "
                 "choose another output_dir, or the same storage and study_name to continue that search"
             )
-        return
-    if out.is_dir() and any(out.glob("trial-*")):
+    elif out.is_dir() and any(out.glob("trial-*")):
         raise ConfigError(f"`output_dir`: {out} holds trial folders of another search; choose another output_dir")
-    atomic_write_json(path, claim)
+    return claim
 
 
 def _open_study(cfg: SearchConfig, storage_url: str) -> optuna.Study:
-    engine = {"connect_args": {"timeout": 60}} if storage_url.startswith("sqlite") else {}  # two workers wait, not fail
+    engine = {}
+    if storage_url.startswith("sqlite:///"):
+        engine = {"connect_args": {"timeout": 60}}  # two workers wait for the lock, not fail
+        Path(storage_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat: experimental since 2.8
         storage = optuna.storages.RDBStorage(
@@ -159,6 +163,7 @@ class Objective:
             raise TrialFailed(failure)
         if reporter.pruned_at is not None:
             trial.set_user_attr("pruned_at_step", reporter.pruned_at)
+            trial.set_user_attr("pruned_on", f"{reporter.metric} {reporter.last:.3g}")
             raise optuna.TrialPruned(f"pruned at step {reporter.pruned_at} ({reporter.metric} {reporter.last:.4g})")
         if self.cfg.objective == "reward":
             if reporter.last is None:
@@ -261,6 +266,7 @@ def trial_row(trial: FrozenTrial, trials: list[FrozenTrial]) -> dict[str, Any]:
     retries = [t.number for t in trials if t.system_attrs.get("failed_trial") is not None and trial.number in t.system_attrs.get("retry_history", [])]
     if trial.state == TrialState.PRUNED:
         note = f"pruned at step {trial.user_attrs.get('pruned_at_step', trial.last_step)}"
+        note += f" ({trial.user_attrs['pruned_on']})" if "pruned_on" in trial.user_attrs else ""
     elif trial.state == TrialState.FAIL:
         note = trial.user_attrs.get("fail_reason") or "killed or interrupted" + (f"; retried as trial {retries[0]}" if retries else "")
     else:
@@ -271,7 +277,7 @@ def trial_row(trial: FrozenTrial, trials: list[FrozenTrial]) -> dict[str, Any]:
         "number": trial.number,
         "state": trial.state.name.lower(),
         "params": trial.params,
-        "value": trial.value,
+        "value": trial.value if trial.state == TrialState.COMPLETE else None,  # a pruned trial's is its last report
         "duration_s": round(trial.duration.total_seconds(), 1) if trial.duration else None,
         "note": note,
         "output_dir": trial.user_attrs.get("output_dir"),
