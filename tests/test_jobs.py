@@ -1,0 +1,110 @@
+"""Background jobs as a user (or an agent) sees them: start at once, watch, cancel with a checkpoint, collect.
+
+The store must outlive the server: a new JobManager on the same folder knows every job, and a job whose process
+died without a result is failed with its last step, never "running" forever.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hello_agents.rl import ConfigError
+from hello_agents.rl.jobs import JobManager
+
+TINY_TRAIN = {"action": "train", "algorithm": "grpo", "dataset": "arithmetic", "max_samples": 8, "batch_size": 2,
+              "num_generations": 2, "max_new_tokens": 8, "logging_steps": 1, "use_lora": False, "report_to": "none"}
+
+
+def _fake_child(manager: JobManager, script: str) -> None:
+    """Stand in for the training process (its console lines, then its fate) without loading a model."""
+    manager._command = lambda action, config: [sys.executable, "-c", script]  # type: ignore[method-assign]
+
+
+def test_bad_parameters_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    manager = JobManager(tmp_path / "jobs")
+    with pytest.raises(ConfigError, match="kl_coeff.*did you mean `kl_coef`"):
+        manager.start({"action": "train", "kl_coeff": 0.1, "output_dir": str(tmp_path / "out")})
+    with pytest.raises(ConfigError, match="does not run as a job"):
+        manager.start({"action": "evaluate", "model_path": "x"})
+    with pytest.raises(ConfigError, match="`reward_type`: function cannot be passed"):
+        manager.start({"action": "train", "reward_type": lambda c, g: 1.0, "output_dir": str(tmp_path / "out")})
+    assert manager.list() == [] and not [p for p in (tmp_path / "jobs").iterdir() if p.is_dir()]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match="`job_id`: no job 'nope'"):
+        manager.status("nope")
+
+
+def test_a_crashed_job_is_failed_with_its_last_step_also_after_a_restart(tmp_path: Path) -> None:
+    manager = JobManager(tmp_path / "jobs")
+    _fake_child(manager, "import os, signal\n"
+                "print('Epoch 1/1 | Step 3/10 | Reward: 0.25 | KL: 0.700 | Loss: 0.100')\n"
+                "print('[doctor] KL 0.70 > 0.5 for 3 logs: the policy is drifting from the reference')\n"
+                "os.kill(os.getpid(), signal.SIGKILL)\n")
+    job = manager.start({**TINY_TRAIN, "output_dir": str(tmp_path / "out")})
+    assert job["state"] == "running" and job["job_id"].startswith("train-")
+    done = manager.wait(job["job_id"], timeout=30, poll=0.2)
+    assert done["state"] == "failed" and (done["step"], done["total"]) == (3, 10)
+    assert "ended without a result after step 3/10" in done["error"]
+    assert done["diagnostics"] == ["KL 0.70 > 0.5 for 3 logs: the policy is drifting from the reference"]
+    assert manager.result(job["job_id"])["status"] == "failed"
+
+    restarted = JobManager(tmp_path / "jobs")  # a new server process on the same store
+    again = restarted.status(job["job_id"])
+    assert again["state"] == "failed" and again["error"] == done["error"]
+
+
+def test_a_restarted_server_still_sees_and_cancels_a_running_job(tmp_path: Path) -> None:
+    manager = JobManager(tmp_path / "jobs")
+    _fake_child(manager, "import time\nprint('Epoch 1/1 | Step 1/50 | Loss: 1.000')\ntime.sleep(60)\n")
+    job = manager.start({**TINY_TRAIN, "output_dir": str(tmp_path / "out")})
+    with pytest.raises(ConfigError, match="already writing to"):  # one run per folder
+        manager.start({**TINY_TRAIN, "output_dir": str(tmp_path / "out")})
+
+    restarted = JobManager(tmp_path / "jobs")
+    deadline = time.monotonic() + 20
+    while (status := restarted.status(job["job_id"]))["step"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status["state"] == "running" and status["line"] == "Epoch 1/1 | Step 1/50 | Loss: 1.000"
+    assert status["eta_s"] is not None and status["eta_s"] > 0
+    with pytest.raises(ConfigError, match="still running .*step 1/50"):
+        restarted.result(job["job_id"])
+    assert restarted.cancel(job["job_id"])["state"] in ("cancelling", "cancelled")
+    # the SIGINT ended it before any training: nothing to checkpoint, and the job says so
+    assert restarted.wait(job["job_id"], timeout=20, poll=0.2)["state"] == "cancelled"
+    assert [j["job_id"] for j in JobManager(tmp_path / "jobs").list()] == [job["job_id"]]
+
+
+def test_a_reused_pid_is_not_mistaken_for_the_job(tmp_path: Path) -> None:
+    manager = JobManager(tmp_path / "jobs")
+    folder = tmp_path / "jobs" / "train-x"
+    folder.mkdir()
+    with sqlite3.connect(tmp_path / "jobs" / "jobs.db") as db:  # a record left by a server that died long ago
+        db.execute("INSERT INTO jobs (id, action, params, output_dir, folder, pid, started, created, state) "
+                   "VALUES ('train-x', 'train', '{}', '/nowhere', ?, ?, 1.0, 1.0, 'running')", (str(folder), os.getpid()))
+    assert manager.status("train-x")["state"] == "failed"  # pid alive, but it is this test, not that job
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_real_run_with_a_checkpoint(tiny_model: str, tmp_path: Path) -> None:
+    manager = JobManager(tmp_path / "jobs")
+    out = tmp_path / "out"
+    job = manager.start({**TINY_TRAIN, "model_name": tiny_model, "output_dir": str(out), "max_steps": 500,
+                         "save_steps": 1000})
+    deadline = time.monotonic() + 120
+    while (status := manager.status(job["job_id"]))["step"] < 1:
+        assert status["state"] == "running", status
+        assert time.monotonic() < deadline, "no training step within 120 s"
+        time.sleep(0.5)
+    assert status["total"] == 500 and status["line"].startswith("Epoch 1/")
+    manager.cancel(job["job_id"])
+    final = manager.wait(job["job_id"], timeout=120, poll=0.5)
+    result = manager.result(job["job_id"])
+    assert final["state"] == "interrupted" and result["status"] == "interrupted"
+    assert 1 <= result["num_steps"] < 500
+    assert list(out.glob("checkpoint-*")), "the cancelled run must leave a checkpoint to resume from"
