@@ -84,7 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
     demo.add_argument("--task", choices=["addition", "tools"], default="addition",
                       help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator.")
+    _agent_parsers(sub)
     return parser
+
+
+def _agent_parsers(sub: Any) -> None:
+    """mcp, jobs: driving the actions from an agent (docs/agents.md)."""
+    mcp = sub.add_parser("mcp", help="Serve the actions and background jobs over MCP (stdio, or --http).")
+    mcp.add_argument("--root", action="append", required=True, metavar="FOLDER",
+                     help="A folder tool paths may use (repeat for more); anything outside is refused.")
+    mcp.add_argument("--jobs-dir", help="Job records (SQLite) and logs; default <first root>/.jobs.")
+    mcp.add_argument("--trust-remote-code", action="store_true",
+                     help="Allow trust_remote_code and imported tools/environments in calls (off: refused).")
+    mcp.add_argument("--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8000)
+    jobs = sub.add_parser("jobs", help="List, follow, cancel or collect background jobs in a job store.")
+    jobs.add_argument("call", nargs="?", default="list", choices=["list", "status", "cancel", "result"])
+    jobs.add_argument("job_id", nargs="?")
+    jobs.add_argument("--jobs-dir", required=True, help="The store's folder (the MCP server's --jobs-dir).")
 
 
 def _unknown_options(extra: list[str]) -> dict[str, Any]:
@@ -137,6 +155,8 @@ def run(argv: list[str] | None = None) -> int:
 
         print(import_gguf(Path(args.file), Path(args.out_dir)))
         return 0
+    if args.command in ("mcp", "jobs"):
+        return _agent_command(args)
     if args.command == "demo" and args.task == "tools":  # docs/agentic.md
         from hello_agents.rl.agentic.demo import run_demo as run_tools_demo
 
@@ -154,6 +174,22 @@ def run(argv: list[str] | None = None) -> int:
     if is_main_process():  # under accelerate launch / torchrun every rank holds the same result
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     return {"interrupted": 130, "failed": 1}.get(result.get("status", ""), 0)
+
+
+def _agent_command(args: argparse.Namespace) -> int:
+    if args.command == "mcp":
+        from hello_agents.rl.mcp_server import serve
+
+        serve(args.root, args.jobs_dir, args.trust_remote_code, args.http, args.host, args.port)
+        return 0
+    from hello_agents.rl.jobs import JobManager
+
+    manager = JobManager(args.jobs_dir)
+    if args.call != "list" and not args.job_id:
+        raise ConfigError(f"jobs {args.call}: give the job id (hello-agents-rl jobs list --jobs-dir {args.jobs_dir})")
+    out = manager.list() if args.call == "list" else getattr(manager, args.call)(args.job_id)
+    print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:

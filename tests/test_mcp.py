@@ -1,0 +1,104 @@
+"""The MCP server end to end with the official SDK's own client over stdio, as an agent would drive it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+from hello_agents.rl import ConfigError  # noqa: E402
+from hello_agents.rl.mcp_server import RLServer  # noqa: E402
+
+TINY_TRAIN = {"algorithm": "grpo", "dataset": "arithmetic", "max_samples": 8, "max_steps": 2, "batch_size": 2,
+              "num_generations": 2, "max_new_tokens": 8, "logging_steps": 1, "save_steps": 100, "use_lora": False,
+              "report_to": "none"}
+
+
+def _payload(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+async def _drive(roots: list[Path], jobs_dir: Path, calls) -> None:
+    args = ["-m", "hello_agents.rl.cli", "mcp", "--jobs-dir", str(jobs_dir)]
+    for root in roots:
+        args += ["--root", str(root)]
+    params = StdioServerParameters(command=sys.executable, args=args,
+                                   env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"})
+    with (jobs_dir.parent / "server.err").open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await calls(session)
+
+
+@pytest.mark.slow
+def test_an_agent_lists_tools_trains_polls_and_reads_the_result(tiny_model: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    seen: dict = {}
+
+    async def calls(session: ClientSession) -> None:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert {"train", "evaluate", "pipeline", "job_status", "job_cancel", "job_result", "job_list"} <= set(tools)
+        assert tools["train"].input_schema["properties"]["num_generations"]["minimum"] == 2
+
+        bad = await session.call_tool("train", {**TINY_TRAIN, "kl_coeff": 0.1})  # the book's typo
+        assert bad.is_error and "`kl_coeff`" in bad.content[0].text and "kl_coef" in bad.content[0].text
+        outside = await session.call_tool("train", {**TINY_TRAIN, "output_dir": "/tmp/elsewhere"})
+        assert outside.is_error and "`output_dir`" in outside.content[0].text and "outside" in outside.content[0].text
+        remote = await session.call_tool("evaluate", {"model_path": tiny_model, "trust_remote_code": True})
+        assert remote.is_error and "`trust_remote_code`" in remote.content[0].text
+
+        job = _payload(await session.call_tool("train", {**TINY_TRAIN, "model_name": tiny_model, "output_dir": str(out)}))
+        assert job["state"] == "running"
+        with anyio.fail_after(180):
+            while (status := _payload(await session.call_tool("job_status", {"job_id": job["job_id"]})))["state"] in (
+                    "running", "cancelling"):
+                seen.setdefault("lines", []).append(status["line"])
+                await anyio.sleep(1)
+        assert status["state"] == "completed", status
+        assert (status["step"], status["total"]) == (2, 2)
+        seen["result"] = _payload(await session.call_tool("job_result", {"job_id": job["job_id"]}))
+        seen["answer"] = _payload(await session.call_tool("evaluate", {
+            "model_path": seen["result"]["model_path"], "dataset": "arithmetic", "max_samples": 4, "max_new_tokens": 8}))
+        unknown = await session.call_tool("job_result", {"job_id": "nope"})
+        assert unknown.is_error and "`job_id`" in unknown.content[0].text
+
+    anyio.run(_drive, [tmp_path, Path(tiny_model).parent], tmp_path / "jobs", calls)
+    assert seen["result"]["status"] == "completed" and seen["result"]["num_steps"] == 2
+    assert Path(seen["result"]["model_path"]).is_dir() and str(out) in seen["result"]["model_path"]
+    assert 0.0 <= seen["answer"]["accuracy"] <= 1.0  # a quick action runs in place and returns its dict
+
+
+def test_the_server_refuses_paths_outside_its_roots_and_foreign_code(tmp_path: Path) -> None:
+    root = tmp_path / "allowed"
+    root.mkdir()
+    (tmp_path / "secret").mkdir()
+    (root / "link").symlink_to(tmp_path / "secret")
+    server = RLServer([root])
+    refused = [
+        ("train", {"output_dir": str(tmp_path / "secret" / "run")}, "output_dir"),
+        ("train", {"output_dir": str(root / ".." / "secret")}, "output_dir"),
+        ("train", {"output_dir": str(root / "link" / "run")}, "output_dir"),  # a symlink out is still out
+        ("train", {"output_dir": str(root / "run"), "dataset": str(tmp_path / "secret" / "d.jsonl")}, "dataset"),
+        ("train", {}, "output_dir"),  # the default ./models/grpo_model lies outside too
+        ("train", {"output_dir": str(root / "r"), "tools": ["os:system"]}, "tools.0"),
+        ("train", {"output_dir": str(root / "r"), "environment": "mypkg.envs:Shop"}, "environment"),
+        ("evaluate", {"model_path": "Qwen/Qwen3-0.6B", "trust_remote_code": True}, "trust_remote_code"),
+        ("pipeline", {"output_dir": str(root / "p"), "sft": {"output_dir": str(tmp_path / "x")}}, "sft.output_dir"),
+        ("search", {"output_dir": str(root / "s"), "storage": "postgresql://db/x"}, "storage"),
+        ("search", {"output_dir": str(root / "s"), "storage": f"sqlite:///{tmp_path}/x.db"}, "storage"),
+        ("compare", {"models": {"a": str(tmp_path / "secret")}}, "models.a"),
+        ("job_status", {"job_id": 3}, "job_id"),
+        ("fly", {}, "unknown tool"),
+    ]
+    for name, arguments, key in refused:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            server.call(name, arguments)
+    assert not (tmp_path / "secret" / "run").exists() and server.jobs.list() == []
+    assert RLServer([root], trust_remote_code=True).guard.trust_remote_code
