@@ -102,3 +102,40 @@ def test_the_server_refuses_paths_outside_its_roots_and_foreign_code(tmp_path: P
             server.call(name, arguments)
     assert not (tmp_path / "secret" / "run").exists() and server.jobs.list() == []
     assert RLServer([root], trust_remote_code=True).guard.trust_remote_code
+
+
+def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "hello_agents.rl.cli", "mcp", "--http", "--port", str(port),
+                               "--root", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert server.poll() is None, server.stderr.read().decode()
+            assert time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.3)
+
+        async def calls() -> dict:
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                names = [tool.name for tool in (await session.list_tools()).tools]
+                reward = _payload(await session.call_tool("create_reward", {
+                    "reward_type": "accuracy", "completions": ["Final Answer: 72", "Final Answer: 7"], "ground_truth": 72}))
+                return {"names": names, "reward": reward}
+
+        got = anyio.run(calls)
+        assert "train" in got["names"] and "job_status" in got["names"]
+        assert got["reward"]["scores"] == [1.0, 0.0]
+        assert (tmp_path / ".jobs" / "jobs.db").is_file()  # the default store lives under the first root
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
