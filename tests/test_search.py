@@ -177,6 +177,14 @@ def test_search_trials_report_and_best_config(tmp_path: Path, tiny_model: str) -
 
 
 @pytest.mark.slow
+def test_grid_search_runs_each_combination_once_then_stops(tmp_path: Path, tiny_model: str) -> None:
+    space = {"kl_coef": [0.0, 0.1], "lora_rank": [4, 8]}
+    result = RLTrainingTool().run(search_params(tmp_path / "grid", tiny_model, sampler="grid", n_trials=10, space=space))
+    combos = sorted((row["params"]["kl_coef"], row["params"]["lora_rank"]) for row in result["trials"])
+    assert combos == [(0.0, 4), (0.0, 8), (0.1, 4), (0.1, 8)]  # the grid is exhausted before n_trials
+
+
+@pytest.mark.slow
 def test_another_studys_folder_is_refused(tmp_path: Path, tiny_model: str) -> None:
     out = tmp_path / "search"
     RLTrainingTool().run(search_params(out, tiny_model, n_trials=1))
