@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _agent_parsers(sub: Any) -> None:
-    """mcp, jobs: driving the actions from an agent (docs/agents.md)."""
+    """mcp, jobs, serve: driving the actions from an agent, serving what it trained (docs/agents.md)."""
     mcp = sub.add_parser("mcp", help="Serve the actions and background jobs over MCP (stdio, or --http).")
     mcp.add_argument("--root", action="append", required=True, metavar="FOLDER",
                      help="A folder tool paths may use (repeat for more); anything outside is refused.")
@@ -99,6 +99,14 @@ def _agent_parsers(sub: Any) -> None:
     mcp.add_argument("--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
     mcp.add_argument("--host", default="127.0.0.1")
     mcp.add_argument("--port", type=int, default=8000)
+    serve = sub.add_parser("serve", help="Serve a trained model over an OpenAI-compatible API (vLLM or transformers serve).")
+    serve.add_argument("model", help="A run's output_dir, its model/ or adapter/ folder (an adapter is merged first).")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--engine", default="auto", choices=["auto", "vllm", "transformers"],
+                       help="auto: vLLM on a CUDA GPU when installed, else transformers serve.")
+    serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default <adapter>-merged beside it.")
+    serve.add_argument("--dry-run", action="store_true", help="Print the engine command instead of running it.")
     jobs = sub.add_parser("jobs", help="List, follow, cancel or collect background jobs in a job store.")
     jobs.add_argument("call", nargs="?", default="list", choices=["list", "status", "cancel", "result"])
     jobs.add_argument("job_id", nargs="?")
@@ -155,7 +163,7 @@ def run(argv: list[str] | None = None) -> int:
 
         print(import_gguf(Path(args.file), Path(args.out_dir)))
         return 0
-    if args.command in ("mcp", "jobs"):
+    if args.command in ("mcp", "jobs", "serve"):
         return _agent_command(args)
     if args.command == "demo" and args.task == "tools":  # docs/agentic.md
         from hello_agents.rl.agentic.demo import run_demo as run_tools_demo
@@ -182,6 +190,10 @@ def _agent_command(args: argparse.Namespace) -> int:
 
         serve(args.root, args.jobs_dir, args.trust_remote_code, args.http, args.host, args.port)
         return 0
+    if args.command == "serve":
+        from hello_agents.rl.serve import serve as serve_model
+
+        return serve_model(args.model, args.host, args.port, args.engine, args.merged_dir, args.dry_run)
     from hello_agents.rl.jobs import JobManager
 
     manager = JobManager(args.jobs_dir)
