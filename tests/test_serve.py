@@ -66,7 +66,7 @@ def test_the_served_model_answers_as_evaluate_does(lora_run: Path) -> None:
             time.sleep(0.5)
         client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="not-needed")
         model = client.models.list().data[0].id
-        system = evaluation["prompt"]["system_prompt"]
+        system = evaluation.get("prompt", {}).get("system_prompt")  # the system message evaluate used, if any
         for detail in evaluation["details"]:
             messages = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": "user", "content": detail["question"]}]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hello_agents.rl.errors import ConfigError
-from hello_agents.rl.models import is_adapter_dir, recorded_prompt, resolve_model_source
+from hello_agents.rl.models import is_adapter_dir, resolve_model_source
 
 ENGINES = ("auto", "vllm", "transformers")
 
@@ -76,14 +76,15 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
     chosen = pick_engine(engine)
     folder, notes = model_folder(model, merged_dir)
     # The chat template as evaluation renders it: Qwen3's thinking mode off unless the run recorded otherwise.
-    thinking = bool((recorded_prompt(folder) or {}).get("enable_thinking", False))
+    recorded = _recorded_prompt(folder)
+    thinking = bool(recorded.get("enable_thinking", False))
     if chosen == "vllm":
         # vLLM takes chat_template_kwargs per request (extra_body); docs/agents.md shows enable_thinking there
         command = [_executable("vllm"), "serve", folder, "--host", host, "--port", str(port), "--served-model-name", folder]
     else:
         command = [_executable("transformers"), "serve", folder, "--host", host, "--port", str(port),
                    "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
-    system = (recorded_prompt(folder) or {}).get("system_prompt")
+    system = recorded.get("system_prompt")
     if system:
         notes.append(f"trained with the system prompt {system!r}: send it as the first message for the same answers")
     return ServePlan(folder, chosen, command, f"http://{host}:{port}/v1", notes)
@@ -101,6 +102,15 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "
                           "command": served.command}, indent=2))
         return 0
     os.execv(served.command[0], served.command)  # the engine takes over the process: Ctrl-C goes straight to it
+
+
+def _recorded_prompt(folder: str) -> dict:
+    """The system prompt and thinking mode a run saved beside its model, where this version records them."""
+    try:
+        from hello_agents.rl.models import recorded_prompt
+    except ImportError:
+        return {}
+    return recorded_prompt(folder) or {}
 
 
 def _executable(name: str) -> str:
