@@ -1,6 +1,9 @@
 """The demo over several seeds, against issue 3's targets.
 
-    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--quick] [--threads N] [--output-dir outputs/demo_seeds]
+    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--quick] [--threads N] [--output-dir outputs/demo_seeds] [--readme]
+
+`--readme` records the runs in docs/demo_seeds.json and writes the README's demo block from it
+(tests/test_readme.py checks that the two agree).
 
 Each seed runs `hello-agents-rl demo` in a fresh process (so its wall time includes start-up and
 imports, as a user sees it) and the table is printed from the results.json files it writes
@@ -19,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+RECORD = Path(__file__).resolve().parents[1] / "docs" / "demo_seeds.json"
 TARGETS = {"mean_gain": 20.0, "min_gain": 15.0, "min_no_carry_change": -10.0, "max_wall_s": 300.0}
 # --quick (CI): a gain beyond noise, no collapse on the no-carry questions (40 GRPO steps give back
 # up to ~11 points there; the full demo's 100 steps recover most of it), under 90 s.
@@ -78,11 +82,60 @@ def check(summary: dict[str, float], targets: dict[str, float]) -> list[str]:
     ]
 
 
+def record(runs: dict[int, dict], command: str) -> dict:
+    """What the README shows, per seed: accuracies by subset (the demonstrations' too) and wall time."""
+    keys = ("accuracy", "accuracy_carry", "accuracy_no_carry")
+    return {
+        "command": command,
+        "seeds": {
+            str(seed): {
+                **{name: {k: r[name][k] for k in keys} for name in ("demonstrator", "sft", "grpo")},
+                "wall_time_s": round(r["wall_time_s"]),
+            }
+            for seed, r in runs.items()
+        },
+    }
+
+
+def render_readme(recorded: dict) -> str:
+    """The README's demo block, from docs/demo_seeds.json and the test margin in the code."""
+    from hello_agents.rl.demo import QUICK_TEST_MARGIN
+
+    seeds = recorded["seeds"]
+    first_seed, first = next(iter(seeds.items()))
+    pct = "{:.1%}".format
+    lines = [
+        f"Measured with `{recorded['command']}` (`tests/test_demo.py` asserts that the quick demo's GRPO beats SFT "
+        f"by more than {QUICK_TEST_MARGIN * 100:.0f} points). Seed {first_seed}:",
+        "",
+        "| held-out accuracy (greedy, 250 questions) | all | carry | no carry |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, label in (("demonstrator", "the demonstrations"), ("sft", "SFT"), ("grpo", "GRPO")):
+        row = first[name]
+        lines.append(f"| {label} | {pct(row['accuracy'])} | {pct(row['accuracy_carry'])} | {pct(row['accuracy_no_carry'])} |")
+    lines += ["", "| seed | SFT | GRPO | gain (points) | carry: SFT -> GRPO | no carry: SFT -> GRPO | wall s |",
+              "|---:|---:|---:|---:|---|---|---:|"]
+    gains, changes = [], []
+    for seed, r in seeds.items():
+        s, g = r["sft"], r["grpo"]
+        gains.append((g["accuracy"] - s["accuracy"]) * 100)
+        changes.append((g["accuracy_no_carry"] - s["accuracy_no_carry"]) * 100)
+        lines.append(f"| {seed} | {pct(s['accuracy'])} | {pct(g['accuracy'])} | {gains[-1]:+.1f} | "
+                     f"{pct(s['accuracy_carry'])} -> {pct(g['accuracy_carry'])} | "
+                     f"{pct(s['accuracy_no_carry'])} -> {pct(g['accuracy_no_carry'])} | {r['wall_time_s']} |")
+    lines += ["", f"Mean gain {sum(gains) / len(gains):+.1f} points, at least {min(gains):+.1f} on every seed; on the "
+              f"no-carry questions, which the demonstrator gets right, GRPO changes accuracy by {min(changes):+.1f} to "
+              f"{max(changes):+.1f} points."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--output-dir", default="outputs/demo_seeds")
+    parser.add_argument("--readme", action="store_true", help="record the runs in docs/ and write the README's table")
     parser.add_argument(
         "--threads", type=int, help="OMP_NUM_THREADS for the demos (default: all cores). On a machine shared with "
         "other jobs, 1 avoids thread oversubscription, which can slow PyTorch on CPU several-fold."
@@ -103,6 +156,14 @@ def main() -> int:
     print(f"\n{command}: held-out greedy accuracy, 250 questions\n")
     print(text)
     print("\n".join(verdicts))
+    if args.readme:
+        from hello_agents.rl.readme import write_block
+
+        seeds = " ".join(map(str, args.seeds))
+        options = f"{' --quick' if args.quick else ''}{f' --threads {args.threads}' if args.threads else ''}"
+        recorded = record(runs, f"python benchmarks/demo_seeds.py{options} --seeds {seeds} --readme")
+        RECORD.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+        write_block("demo", render_readme(recorded))
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1
 
 

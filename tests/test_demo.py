@@ -7,10 +7,7 @@ from pathlib import Path
 
 import pytest
 
-# benchmarks/demo_seeds.py --quick --seeds 0 1 2 3 4 measured GRPO - SFT = +27 to +36 points (seed 0: +36).
-# 15 points (37 of 250 questions) is over 3 standard errors of a difference of two 250-question
-# accuracies, and still 12 points below the worst seed.
-MARGIN = 0.15
+from hello_agents.rl.demo import QUICK_TEST_MARGIN as MARGIN  # why 15 points: see its comment
 
 
 @pytest.fixture(scope="module")

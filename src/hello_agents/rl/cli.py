@@ -126,9 +126,12 @@ def _unknown_options(extra: list[str]) -> dict[str, Any]:
 
 
 def _is_text(annotation: Any) -> bool:
-    """str or str | None: a field whose CLI value must not be read as YAML."""
-    return annotation is str or (typing.get_origin(annotation) in (typing.Union, types.UnionType)
-                                 and set(typing.get_args(annotation)) == {str, type(None)})
+    """str or str | None (checked or not): a field whose CLI value must not be read as YAML."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_text(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return {_is_text(a) or a is type(None) for a in typing.get_args(annotation)} == {True}
+    return annotation is str
 
 
 def params_from_args(args: argparse.Namespace, action: str, extra: list[str] | None = None) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hello_agents.rl.errors import ConfigError
 
@@ -48,6 +48,21 @@ def writable_problem(value: str, kind: str = "folder") -> str | None:
 def _require(problem: str | None) -> None:
     if problem:
         raise ValueError(problem)
+
+
+def _checked(problem: Callable[[str], str | None]) -> AfterValidator:
+    """A field validator from a `value -> what is wrong, or None` check."""
+
+    def check(value: str) -> str:
+        _require(problem(value))
+        return value
+
+    return AfterValidator(check)
+
+
+ModelSource = Annotated[str, _checked(local_path_problem)]  # a hub id, or a path that exists
+WritableFolder = Annotated[str, _checked(writable_problem)]
+WritableFile = Annotated[str, _checked(lambda value: writable_problem(value, "file"))]
 
 
 # Splits of the named datasets; a single file or datasets.Dataset is the whole data under either name.
@@ -128,7 +143,7 @@ class DataConfig(_Base):
 
 
 class ModelConfig(_Base):
-    model_name: str = Field(
+    model_name: ModelSource = Field(
         "Qwen/Qwen3-0.6B",
         description="Hub id, local model folder (a full model or a LoRA adapter), or a .gguf file.",
     )
@@ -140,18 +155,13 @@ class ModelConfig(_Base):
         description="Qwen3 thinking mode in the chat template. Off: long <think> blocks would be cut by max_new_tokens.",
     )
 
-    @field_validator("model_name")
-    @classmethod
-    def _local_path_exists(cls, value: str) -> str:
-        _require(local_path_problem(value))
-        return value
 
 
 class TrainConfig(DataConfig, ModelConfig):
     """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
 
     algorithm: Literal["sft", "grpo"] = Field("grpo", description="sft (imitation) or grpo (reinforcement learning).")
-    output_dir: str | None = Field(None, description="Where the model, checkpoints and logs go; None = ./models/<algorithm>_model.")
+    output_dir: WritableFolder | None = Field(None, description="Where the model, checkpoints and logs go; None = ./models/<algorithm>_model.")
     overwrite_output_dir: bool = Field(False, description="Allow training into a folder that holds a finished run.")
 
     # training
@@ -164,22 +174,22 @@ class TrainConfig(DataConfig, ModelConfig):
     learning_rate: float | None = Field(
         None,
         gt=0,
-        description="Peak learning rate; None = 1e-5 for GRPO (the seed: 1e-6..1e-5), 2e-4 for SFT with LoRA, 2e-5 without.",
+        description="Peak learning rate; None = 1e-5 for GRPO (the book: 1e-6..1e-5), 2e-4 for SFT with LoRA, 2e-5 without.",
     )
     warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps spent warming the learning rate up.")
     lr_scheduler_type: str = Field("linear", description="transformers scheduler name (linear, cosine, constant...).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
-    gradient_checkpointing: bool = Field(False, description="Trade compute for memory (the seed's OOM advice).")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory (the book's OOM advice).")
 
     # GRPO
-    num_generations: int = Field(4, ge=2, description="Completions per prompt: the group (seed: 4-8).")
-    max_new_tokens: int = Field(256, ge=1, description="Longest completion in tokens (seed: 256-512).")
-    temperature: float = Field(0.8, gt=0, description="Sampling temperature while training (seed: 0.7-1.0).")
+    num_generations: int = Field(4, ge=2, description="Completions per prompt: the group (the book: 4-8).")
+    max_new_tokens: int = Field(256, ge=1, description="Longest completion in tokens (the book: 256-512).")
+    temperature: float = Field(0.8, gt=0, description="Sampling temperature while training (the book: 0.7-1.0).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling while training.")
-    kl_coef: float = Field(0.05, ge=0, description="KL penalty beta against the reference model (seed: 0.05-0.1).")
-    clip_range: float = Field(0.2, gt=0, lt=1, description="PPO-style ratio clip epsilon (seed: 0.2).")
+    kl_coef: float = Field(0.05, ge=0, description="KL penalty beta against the reference model (the book: 0.05-0.1).")
+    clip_range: float = Field(0.2, gt=0, lt=1, description="PPO-style ratio clip epsilon (the book: 0.2).")
     scale_rewards: Literal["none", "group", "batch"] = Field(
-        "none", description="Advantage = r - group mean (none, as the seed defines it) or divided by the std."
+        "none", description="Advantage = r - group mean (none, as the book defines it) or divided by the std."
     )
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
         "dapo", description="How token losses are averaged (TRL's loss_type)."
@@ -254,14 +264,16 @@ class TrainConfig(DataConfig, ModelConfig):
     )
     doctor_thresholds: dict[str, int | float] = Field(
         default_factory=dict,
-        description="Override the training doctor's thresholds, e.g. {kl_high: 0.3, patience: 5}; defaults are the seed's.",
+        description="Override the training doctor's thresholds, e.g. {kl_high: 0.3, patience: 5}; defaults are the book's.",
     )
     oom_backoff: bool = Field(
-        True, description="On CUDA out-of-memory: shrink as the seed advises, resume from the last checkpoint."
+        True, description="On CUDA out-of-memory: shrink as the book advises, resume from the last checkpoint."
     )
     skip_nonfinite_steps: bool = Field(False, description="Skip an update with a NaN/inf gradient instead of stopping.")
-    reward_failure_value: float = Field(
-        0.0, description="Reward for a completion whose custom reward raised or returned None/NaN."
+    reward_failure_value: float | None = Field(
+        None,
+        description="Reward for a completion whose custom reward raised or returned None/NaN; None = left out of its "
+        "group's mean and std with advantage 0 (as TRL does with None).",
     )
     eval_steps: int | None = Field(None, ge=1, description="Evaluate eval_samples from eval_split every N steps.")
     eval_split: str = Field("test", description="Split used by eval_steps.")
@@ -280,12 +292,6 @@ class TrainConfig(DataConfig, ModelConfig):
             raise ValueError(f"unknown reporter {unknown}; use tensorboard, wandb or none")
         return value
 
-    @field_validator("output_dir")
-    @classmethod
-    def _writable(cls, value: str | None) -> str | None:
-        if value is not None:
-            _require(writable_problem(value))
-        return value
 
     @field_validator("lr_scheduler_type")
     @classmethod
@@ -367,29 +373,17 @@ class _EvalOptions(DataConfig):
 class EvaluateConfig(_EvalOptions):
     """`action: evaluate` -- accuracy and friends of one model on a dataset split."""
 
-    model_path: str = Field(..., description="Model folder (full model or LoRA adapter), run output_dir, hub id, or .gguf.")
+    model_path: ModelSource = Field(..., description="Model folder (full model or LoRA adapter), run output_dir, hub id, or .gguf.")
     return_details: bool = Field(False, description="Include per-question details in the result.")
-    details_path: str | None = Field(None, description="Write per-question details to this JSONL file.")
+    details_path: WritableFile | None = Field(None, description="Write per-question details to this JSONL file.")
 
-    @field_validator("model_path")
-    @classmethod
-    def _model_exists(cls, value: str) -> str:
-        _require(local_path_problem(value))
-        return value
-
-    @field_validator("details_path")
-    @classmethod
-    def _details_writable(cls, value: str | None) -> str | None:
-        if value is not None:
-            _require(writable_problem(value, "file"))
-        return value
 
 
 class CompareConfig(_EvalOptions):
     """`action: compare` -- several models on the same questions, as one table."""
 
     models: dict[str, str] = Field(..., description="Name -> model, e.g. {base: Qwen/Qwen3-0.6B, sft: ./models/sft}.")
-    report_path: str | None = Field(None, description="Also write the comparison as markdown to this file.")
+    report_path: WritableFile | None = Field(None, description="Also write the comparison as markdown to this file.")
 
     @field_validator("models")
     @classmethod
@@ -401,35 +395,18 @@ class CompareConfig(_EvalOptions):
                 raise ValueError(f"model {name!r}: {problem}")
         return value
 
-    @field_validator("report_path")
-    @classmethod
-    def _report_writable(cls, value: str | None) -> str | None:
-        if value is not None:
-            _require(writable_problem(value, "file"))
-        return value
 
 
 class ExportConfig(_Base):
     """`action: export` -- merge a LoRA adapter into its base and save a plain transformers model with a card."""
 
-    model_path: str = Field(..., description="A run's output_dir, its adapter/ folder, or any adapter folder.")
-    output_dir: str = Field(..., description="A new or empty folder for the merged model (safetensors) and its README.md.")
+    model_path: ModelSource = Field(..., description="A run's output_dir, its adapter/ folder, or any adapter folder.")
+    output_dir: WritableFolder = Field(..., description="A new or empty folder for the merged model (safetensors) and its README.md.")
     overwrite_output_dir: bool = Field(
         False, description="Replace an earlier export in output_dir (only the files that export wrote; nothing else)."
     )
     trust_remote_code: bool = Field(False, description="Run the model repository's own Python code.")
 
-    @field_validator("model_path")
-    @classmethod
-    def _model_exists(cls, value: str) -> str:
-        _require(local_path_problem(value))
-        return value
-
-    @field_validator("output_dir")
-    @classmethod
-    def _writable(cls, value: str) -> str:
-        _require(writable_problem(value))
-        return value
 
 
 class PipelineConfig(TrainConfig):
@@ -438,7 +415,7 @@ class PipelineConfig(TrainConfig):
     Any train key at the top level applies to both stages; `sft` and `grpo` override it per stage.
     """
 
-    output_dir: str | None = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
+    output_dir: WritableFolder | None = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
     sft: dict[str, Any] = Field(default_factory=dict, description="SFT parameters (any train key), over the shared ones.")
     grpo: dict[str, Any] = Field(default_factory=dict, description="GRPO parameters (any train key), over the shared ones.")
     evaluation: dict[str, Any] = Field(
@@ -518,8 +495,8 @@ class CreateRewardConfig(_Base):
     completions: list[str] = Field(default_factory=list, description="Completions to score.")
     ground_truth: Any = Field(None, description="One value for all completions, or a list with one per completion.")
     num_generations: int | None = Field(None, ge=1, description="If given, also return group advantages.")
-    reward_failure_value: float = Field(
-        0.0, description="Score of a completion whose custom reward raised or returned no finite number (as in training)."
+    reward_failure_value: float | None = Field(
+        None, description="Score of a completion whose custom reward failed, as in training; None = no score (left out)."
     )
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """`hello-agents-rl demo`: SFT imitates an imperfect demonstrator; GRPO then does better than it.
 
-The seed's thesis (section 11.4) in a few minutes on a laptop CPU, offline:
+The book's thesis (section 11.4) in a few minutes on a laptop CPU, offline:
   1. a ~1M-parameter Qwen3 learns "What is A + B?" by SFT from a demonstrator that forgets the
      carry 70% of the time (so on carry questions its most likely answer is the wrong one);
   2. GRPO, rewarded only for the right final answer, starts from that SFT model and, by trial and
@@ -45,9 +45,9 @@ class Recipe:
     grpo_learning_rate: float = 1e-4  # 2e-4 gained nothing and lost more on no-carry questions
     grpo_lr_scheduler: str = "constant"
     grpo_warmup_ratio: float = 0.0  # the SFT model is already a sane policy: no need to warm up
-    kl_coef: float = 0.05  # the seed's recommended range is 0.05-0.1
+    kl_coef: float = 0.05  # the book's recommended range is 0.05-0.1
     temperature: float = 1.0  # explore: the right carry answer is a minority of the SFT model's samples
-    scale_rewards: str = "none"  # advantage = r - group mean, as the seed defines it ("group": no better)
+    scale_rewards: str = "none"  # advantage = r - group mean, as the book defines it ("group": no better)
     max_new_tokens: int = 24  # answers are 15-19 tokens
     logging_steps: int = 10
     pass_at_k: int = 8  # also sample the SFT model k times per question: is the right answer within reach?
@@ -57,6 +57,10 @@ FULL = Recipe()
 # CI: the same SFT (smaller or shorter SFT runs do not learn addition reliably for every seed;
 # measured), fewer GRPO steps, and no pass@k sampling.
 QUICK = Recipe(grpo_steps=40, logging_steps=5, pass_at_k=0)
+# What tests/test_demo.py asserts of the quick demo (GRPO - SFT, held-out greedy accuracy); the README quotes it.
+# benchmarks/demo_seeds.py --quick measured +27 to +36 points over seeds 0-4; 15 points (37 of 250 questions) is
+# over 3 standard errors of a difference of two 250-question accuracies, and still 12 points below the worst seed.
+QUICK_TEST_MARGIN = 0.15
 
 
 def run_demo(

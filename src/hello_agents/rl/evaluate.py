@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +14,9 @@ import torch
 from hello_agents.rl import data as data_layer
 from hello_agents.rl.config import EvaluateConfig
 from hello_agents.rl.data import render_prompt
-from hello_agents.rl.models import load_model, load_tokenizer
-from hello_agents.rl.rewards import extract_answer, parse_ground_truth
+from hello_agents.rl.models import load_model, load_tokenizer, system_prompt_of, with_recorded_prompt
+from hello_agents.rl.analysis import analyse, error_fields, error_summary
+from hello_agents.rl.rewards import extract_answer, follows_format, is_correct, parse_ground_truth
 
 
 @dataclass
@@ -77,45 +79,57 @@ def evaluate_model(
     seed: int = 0,
     enable_thinking: bool = False,
 ) -> dict[str, Any]:
-    """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question."""
+    """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question.
+
+    `accuracy` is always greedy. pass@1..k come from one set of k samples per question at `temperature`
+    (1.0 when it is 0 and k > 1), by the unbiased estimator; without sampling, pass@1 is the greedy accuracy.
+    """
     prompts = [render_prompt(tokenizer, row["prompt"], enable_thinking) for row in rows]
-    truths = [parse_ground_truth(row["ground_truth"]) for row in rows]
     started = time.perf_counter()
-    greedy = generate(model, tokenizer, prompts, max_new_tokens, batch_size, temperature, 1, seed)
-    sampled = (
-        generate(model, tokenizer, prompts, max_new_tokens, batch_size, temperature or 1.0, k, seed + 1) if k > 1 else greedy
-    )
+    greedy = generate(model, tokenizer, prompts, max_new_tokens, batch_size, 0.0, 1, seed)
+    sampling = k > 1 or temperature > 0
+    sampled = generate(model, tokenizer, prompts, max_new_tokens, batch_size, temperature or 1.0, k, seed + 1) if sampling else greedy
     elapsed = time.perf_counter() - started
     details = []
-    for row, truth, (answer,), samples in zip(rows, truths, greedy, sampled):
-        predicted = extract_answer(answer.text)
+    for row, (answer,), samples in zip(rows, greedy, sampled):
+        predicted, truth = extract_answer(answer.text), parse_ground_truth(row["ground_truth"])
         details.append(
             {
                 "question": row.get("question", ""),
                 "ground_truth": row["ground_truth"],
                 "completion": answer.text,
                 "predicted": None if predicted is None else str(predicted),
-                "correct": predicted is not None and predicted == truth,
-                "pass_at_k": any(extract_answer(s.text) == truth for s in samples),
+                "correct": is_correct(answer.text, row["ground_truth"]),  # an unreadable answer or truth never passes
+                "samples_correct": sum(is_correct(s.text, row["ground_truth"]) for s in samples),
+                "pass_at_k": any(is_correct(s.text, row["ground_truth"]) for s in samples),
+                "follows_format": follows_format(answer.text),
                 "num_tokens": answer.num_tokens,
                 "truncated": answer.truncated,
-                "abs_error": None if predicted is None or truth is None else float(abs(predicted - truth)),
+                **error_fields(predicted, truth),
+                **analyse(row, answer.text, predicted, truth),
                 **({"carry": row["carry"]} if "carry" in row else {}),
             }
         )
-    return summarise(details, k, elapsed)
+    result = summarise(details, k if sampling else 1, elapsed)
+    if sampling:
+        result["sampling_temperature"] = temperature or 1.0
+    return result
+
+
+def pass_at(n: int, correct: int, k: int) -> float:
+    """The unbiased pass@k from n samples of which `correct` passed (Chen et al., 2021): 1 - C(n-c, k) / C(n, k)."""
+    return 1.0 if n - correct < k else 1.0 - math.comb(n - correct, k) / math.comb(n, k)
 
 
 def summarise(details: list[dict[str, Any]], k: int, elapsed: float) -> dict[str, Any]:
     n = max(len(details), 1)
-    wrong = [d["abs_error"] for d in details if not d["correct"] and d["abs_error"] is not None]
     return {
         "num_questions": len(details),
         "accuracy": sum(d["correct"] for d in details) / n,
-        f"pass_at_{k}": sum(d["pass_at_k"] for d in details) / n,
-        "format_rate": sum(d["predicted"] is not None for d in details) / n,
+        **{f"pass_at_{j}": sum(pass_at(k, d["samples_correct"], j) for d in details) / n for j in range(1, k + 1)},
+        "format_rate": sum(d["follows_format"] for d in details) / n,
         "mean_tokens": sum(d["num_tokens"] for d in details) / n,
-        "mean_abs_error_wrong": sum(wrong) / len(wrong) if wrong else 0.0,
+        **error_summary(details),
         "truncation_rate": sum(d["truncated"] for d in details) / n,
         "seconds_per_question": elapsed / n,
         "details": details,
@@ -127,6 +141,7 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
         from hello_agents.rl.agentic.evaluate import run as run_with_tools
 
         return run_with_tools(cfg)
+    cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_path)  # the prompt the model was trained with
     rows = data_layer.load(cfg)
     tokenizer = load_tokenizer(cfg.model_path, cfg.trust_remote_code, key="model_path")
     model = load_model(cfg.model_path, cfg.trust_remote_code, key="model_path")
@@ -142,7 +157,8 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
         path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details), encoding="utf-8")
     if cfg.return_details:
         result["details"] = details
-    return {"status": "completed", "model_path": cfg.model_path, "split": cfg.split, **result}
+    prompt = {"system_prompt": system_prompt_of(rows), "enable_thinking": cfg.enable_thinking, "source": prompt_source}
+    return {"status": "completed", "model_path": cfg.model_path, "split": cfg.split, "prompt": prompt, **result}
 
 
 def compare(cfg: Any) -> dict[str, Any]:
@@ -151,20 +167,20 @@ def compare(cfg: Any) -> dict[str, Any]:
         from hello_agents.rl.agentic.evaluate import compare as compare_with_tools
 
         return compare_with_tools(cfg)
-    rows = data_layer.load(cfg)
     table, correct = [], {}
     # every model's path and tokenizer are checked before the first (long) evaluation starts
     tokenizers = {name: load_tokenizer(path, cfg.trust_remote_code, key=f"models.{name}") for name, path in cfg.models.items()}
     for name, path in cfg.models.items():
-        tokenizer = tokenizers[name]
+        model_cfg, prompt_source = with_recorded_prompt(cfg, path)  # the same questions, each in its model's prompt
+        rows = data_layer.load(model_cfg)
         model = load_model(path, cfg.trust_remote_code, key=f"models.{name}")
         if torch.cuda.is_available():
             model = model.to("cuda")
-        metrics = evaluate_model(
-            model, tokenizer, rows, cfg.max_new_tokens, cfg.batch_size, cfg.k, cfg.temperature, cfg.seed, cfg.enable_thinking
-        )
+        metrics = evaluate_model(model, tokenizers[name], rows, cfg.max_new_tokens, cfg.batch_size, cfg.k,
+                                 cfg.temperature, cfg.seed, model_cfg.enable_thinking)
         correct[name] = [d["correct"] for d in metrics.pop("details")]
-        table.append({"model": name, "path": path, **metrics})
+        prompt = {"system_prompt": system_prompt_of(rows), "source": prompt_source}
+        table.append({"model": name, "path": path, "prompt": prompt, **metrics})
         del model
     names = list(cfg.models)
     disagreements = {
@@ -181,7 +197,7 @@ def compare(cfg: Any) -> dict[str, Any]:
 
 
 def comparison_markdown(table: list[dict[str, Any]], k: int = 1) -> str:
-    columns = [("accuracy", "Accuracy", "{:.1%}"), (f"pass_at_{k}", f"Pass@{k}", "{:.1%}"), ("format_rate", "Format", "{:.1%}"),
+    columns = [("accuracy", "Accuracy (greedy)", "{:.1%}"), (f"pass_at_{k}", f"Pass@{k}", "{:.1%}"), ("format_rate", "Format", "{:.1%}"),
                ("mean_tokens", "Tokens", "{:.1f}"), ("truncation_rate", "Truncated", "{:.1%}"),
                ("mean_abs_error_wrong", "Abs. error (wrong)", "{:.2f}"), ("seconds_per_question", "s/question", "{:.3f}")]
     lines = ["| Model | " + " | ".join(c[1] for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]

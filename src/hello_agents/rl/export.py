@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents.rl.errors import ConfigError
-from hello_agents.rl.models import is_adapter_dir, load_model, load_tokenizer, resolve_model_source
+from hello_agents.rl.models import PROMPT_SETTINGS, is_adapter_dir, load_model, load_tokenizer, resolve_model_source
 
 CARD_PARAMS = ("algorithm", "model_name", "dataset", "max_samples", "num_epochs", "batch_size", "learning_rate",
                "num_generations", "max_new_tokens", "temperature", "kl_coef", "clip_range", "use_lora", "lora_rank",
@@ -37,6 +37,8 @@ def export(model_path: str, output_dir: str, trust_remote_code: bool = False, ov
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         (staging / "README.md").write_text(model_card(model_path, source), encoding="utf-8")
+        if (Path(source) / PROMPT_SETTINGS).is_file():  # the prompt the model was trained with travels along
+            shutil.copy2(Path(source) / PROMPT_SETTINGS, staging / PROMPT_SETTINGS)
         written = sorted(p.name for p in staging.iterdir())
         (staging / MANIFEST).write_text(json.dumps(written), encoding="utf-8")
         _check_collisions(out, written)  # the tokenizer may write files we could not name in advance

@@ -173,8 +173,11 @@ def _trim_metrics(path: Path, step: int | None) -> None:
     os.replace(tmp, path)
 
 
-def save_final_model(trainer: Any, output_dir: str, merge_lora: bool) -> str:
+def save_final_model(trainer: Any, output_dir: str, merge_lora: bool, prompt_settings: dict[str, Any]) -> str:
     """Save the trained model atomically; a LoRA run also keeps its adapter under adapter/.
+
+    Each saved folder carries the prompt settings the model was trained with (models.PROMPT_SETTINGS), so
+    that evaluation and later stages show it the prompt it knows.
 
     Call it on every rank: DeepSpeed and FSDP gather their weight shards to save, rank 0 alone
     writes, and no rank returns before the files are in place.
@@ -205,8 +208,11 @@ def save_final_model(trainer: Any, output_dir: str, merge_lora: bool) -> str:
             full.save_pretrained(staging / "model", safe_serialization=True)
             tokenizer.save_pretrained(staging / "model")
     if main:
+        from hello_agents.rl.models import save_prompt_settings
+
         for part in ("adapter", "model"):
             if (staging / part).exists():
+                save_prompt_settings(staging / part, prompt_settings)
                 target = out / part
                 if target.exists():
                     shutil.rmtree(target)

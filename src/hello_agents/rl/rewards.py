@@ -74,6 +74,11 @@ def _numbers(text: str) -> list[Fraction]:
     return [v for v in map(_to_fraction, _NUM_RE.finditer(text)) if v is not None]
 
 
+def numbers_in(text: str) -> list[Fraction]:
+    """Every number in a text, in order ("1,234", "$5", "3/4", "-2" as a sign, not "10 - 3")."""
+    return _numbers(_clean(text))
+
+
 def _number_after(segment: str) -> Fraction | None:
     # Only the first non-empty line after a marker: a marker with no number there is not an answer.
     line = segment.lstrip(" \t\n*").split("\n", 1)[0]
@@ -126,6 +131,21 @@ def is_correct(completion: str, ground_truth: object) -> bool:
     return predicted is not None and truth is not None and predicted == truth
 
 
+_FINAL_ANSWER_RE = re.compile(r"final\s*answer\s*\**\s*[:\uff1a]", re.IGNORECASE)
+ANSWER_FORMAT = "Final Answer: <number>"  # what every prompt of this project asks the model to end with
+
+
+def follows_format(completion: str) -> bool:
+    """The answer is stated as the prompts ask: a last 'Final Answer:' followed by a number on its line.
+
+    GSM8K's '####', '\\boxed{}' or a bare last number still let the reward read an answer, but they are not
+    the format asked for: the format rate, the doctor's format-drop rule and the reports use this.
+    """
+    text = _clean(completion)
+    markers = list(_FINAL_ANSWER_RE.finditer(text))
+    return bool(markers) and _number_after(text[markers[-1].end():]) is not None
+
+
 def has_answer(completion: str, strict: bool = False) -> bool:
     """An extractable final answer exists; ``strict`` also requires an explicit marker."""
     if strict and not _MARKER_RE.search(_clean(completion)):
@@ -147,12 +167,17 @@ def count_steps(completion: str) -> int:
     Counts distinct normalised computations rather than lines, so restating the same
     step (or padding with newlines) earns nothing extra.
     """
-    steps: set[str] = set()
+    return len({re.sub(r"\s", "", f"{lhs}={rhs}") for lhs, rhs in arithmetic_steps(completion)})
+
+
+def arithmetic_steps(completion: str) -> list[tuple[str, str]]:
+    """Every computation "a <op> b = c" as (lhs, rhs) text, in order (restated ones included)."""
+    steps = []
     for m in _STEP_RE.finditer(_clean(completion)):
         lhs = m.group("lhs").strip()
         if re.search(r"[+\-*/\u00d7\u00f7x^]", lhs):
-            steps.add(re.sub(r"\s", "", f"{lhs}={m.group('rhs')}"))
-    return len(steps)
+            steps.append((lhs, m.group("rhs")))
+    return steps
 
 
 # --- reward terms ------------------------------------------------------------
@@ -381,7 +406,7 @@ def safe_score(reward: Reward, completion: str, ground_truth: object, **context:
         return None, traceback.format_exc()
 
 
-def to_trl_reward(reward: Reward, failure_reward: float = 0.0) -> Callable[..., list[float]]:
+def to_trl_reward(reward: Reward, failure_reward: float | None = None) -> Callable[..., list[float | None]]:
     """Wrap ``reward`` as a TRL GRPOTrainer reward function (``__name__`` = reward.name).
 
     A completion whose scoring raises or returns None/NaN/inf gets ``failure_reward``;
@@ -408,10 +433,11 @@ def to_trl_reward(reward: Reward, failure_reward: float = 0.0) -> Callable[..., 
             if failure:
                 adapter.failures += 1
                 adapter.first_failure = adapter.first_failure or failure
-            scores.append(float(failure_reward) if value is None else value)
+            # None: TRL leaves the completion out of its group's mean and std and gives it advantage 0
+            scores.append(failure_reward if value is None else value)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and n:  # the doctor watches format correctness beside the reward
-            log_metric("format", sum(has_answer(_completion_text(c)) for c in completions) / n)
+            log_metric("format", sum(follows_format(_completion_text(c)) for c in completions) / n)
         return scores
 
     adapter.failures = 0  # type: ignore[attr-defined]
@@ -420,19 +446,21 @@ def to_trl_reward(reward: Reward, failure_reward: float = 0.0) -> Callable[..., 
     return adapter
 
 
-def group_advantages(rewards: list[float], num_generations: int, scale: bool = False) -> list[float]:
+def group_advantages(rewards: list[float | None], num_generations: int, scale: bool = False) -> list[float]:
     """r - mean(group) per consecutive group of ``num_generations``; / (std + 1e-4) if scale.
 
-    std is the sample standard deviation (as torch.std in TRL); 0 for a group of one.
+    std is the sample standard deviation (as torch.std in TRL); 0 for a group of one. A None reward (the
+    reward failed) is left out of its group's mean and std and gets advantage 0, as in TRL.
     """
     if num_generations < 1 or len(rewards) % num_generations:
         raise ValueError(f"{len(rewards)} rewards do not split into groups of {num_generations}")
     out: list[float] = []
     for start in range(0, len(rewards), num_generations):
-        group = [float(r) for r in rewards[start:start + num_generations]]
-        mean = statistics.fmean(group)
-        std = statistics.stdev(group) if len(group) > 1 else 0.0
-        out.extend((r - mean) / (std + 1e-4) if scale else r - mean for r in group)
+        group = rewards[start:start + num_generations]
+        scored = [float(r) for r in group if r is not None]
+        mean = statistics.fmean(scored) if scored else 0.0
+        std = statistics.stdev(scored) if len(scored) > 1 else 0.0
+        out.extend(0.0 if r is None else (r - mean) / (std + 1e-4) if scale else r - mean for r in group)
     return out
 
 
@@ -441,7 +469,7 @@ def score_completions(cfg: Any) -> dict[str, Any]:
     reward = build_reward(cfg.reward_type, cfg.reward_config)
     truths = cfg.ground_truth if isinstance(cfg.ground_truth, list) else [cfg.ground_truth] * len(cfg.completions)
     scored = [safe_score(reward, c, t) for c, t in zip(cfg.completions, truths)]
-    scores = [cfg.reward_failure_value if value is None else value for value, _ in scored]
+    scores = [cfg.reward_failure_value if value is None else value for value, _ in scored]  # None: left out
     result: dict[str, Any] = {"status": "completed", "reward_type": reward.name, "scores": scores}
     failures = [failure for _, failure in scored if failure]
     if failures:  # the same treatment as in training: scored reward_failure_value, counted, first error shown

@@ -20,7 +20,7 @@ import torch
 
 from hello_agents.rl.agentic.rewards import read_trajectory
 from hello_agents.rl.agentic.tools import ToolStats, guard, guarded_environment, public_methods, resolve_environment, resolve_tools
-from hello_agents.rl.rewards import extract_answer, parse_ground_truth
+from hello_agents.rl.rewards import extract_answer, follows_format, parse_ground_truth
 
 
 @dataclass
@@ -176,6 +176,7 @@ def evaluate_with_tools(
             "final_text": trajectory.final_text,
             "predicted": None if predicted is None else str(predicted),
             "correct": predicted is not None and predicted == truth,
+            "follows_format": follows_format(trajectory.final_text),
             **trajectory.stats(),
             "num_tokens": r.model_tokens,
             "truncated": r.truncated,
@@ -189,7 +190,7 @@ def summarise(details: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
     return {
         "num_questions": len(details),
         "accuracy": sum(d["correct"] for d in details) / n,
-        "format_rate": sum(d["predicted"] is not None for d in details) / n,
+        "format_rate": sum(d["follows_format"] for d in details) / n,
         "tool_call_rate": sum(d["calls"] > 0 for d in details) / n,
         "failed_call_rate": sum(d["failed_calls"] for d in details) / calls if calls else 0.0,
         "mean_calls": calls / n,

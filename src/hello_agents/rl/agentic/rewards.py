@@ -14,7 +14,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from hello_agents.rl.rewards import Reward, has_answer
+from hello_agents.rl.rewards import Reward, follows_format
 
 TOOL_CALL_OPEN = "<tool_call>"
 
@@ -95,7 +95,7 @@ def to_trl_trajectory_reward(
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and n:
             trajectories = [read_trajectory(c) for c in completions]
-            log_metric("format", sum(has_answer(t.final_text) for t in trajectories) / n)
+            log_metric("format", sum(follows_format(t.final_text) for t in trajectories) / n)
             log_metric("tools/call_rate", sum(t.calls > 0 for t in trajectories) / n)
             log_metric("tools/turns_exhausted", sum(t.turns_exhausted for t in trajectories) / n)
             log_metric("tools/malformed_rate", sum(t.malformed_calls > 0 for t in trajectories) / n)

@@ -15,7 +15,9 @@ import torch
 from hello_agents.rl import data as data_layer
 from hello_agents.rl.config import Thresholds, TrainConfig
 from hello_agents.rl.distributed import from_main_process, is_main_process, world_size
-from hello_agents.rl.models import load_model, load_tokenizer, pick_device_dtype
+from hello_agents.rl.models import (
+    load_model, load_tokenizer, pick_device_dtype, system_prompt_of, with_recorded_prompt,
+)
 from hello_agents.rl.outputs import (
     METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, plan_output_dir, save_final_model,
 )
@@ -30,7 +32,7 @@ from hello_agents.rl.trainers.preflight import check_lora_targets, check_schedul
 
 
 def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Train; on CUDA out-of-memory shrink as the seed advises and resume from the last checkpoint."""
+    """Train; on CUDA out-of-memory shrink as the book advises and resume from the last checkpoint."""
     if agentic.uses_tools(cfg):  # the chat template must express tool calls: checked before the disk or the model
         agentic.preflight(cfg)
     plan = plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
@@ -111,9 +113,12 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     status = "interrupted" if interrupt.requested else "failed" if broken else "completed"
     model_path = ""
     if status == "completed":  # every rank: DeepSpeed/FSDP gather their shards to save; rank 0 writes
-        model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora)
+        prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking}
+        model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora, prompt)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
+    result["prompt"] = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking,
+                        "source": prompt_source}
     if broken:
         result["error"] = broken
         print(f"[stopped] {broken}", flush=True)
@@ -123,9 +128,9 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
         result["tools"] = agentic.tool_results(trainer, monitor.history)
     if reward_fn is not None and reward_fn.failures:
         result["reward_failures"] = reward_fn.failures
+        fate = "left out of their groups" if cfg.reward_failure_value is None else f"scored {cfg.reward_failure_value}"
         result["diagnostics"].append(
-            f"the reward failed on {reward_fn.failures} completions (scored {cfg.reward_failure_value}); "
-            f"first error:\n{reward_fn.first_failure}"
+            f"the reward failed on {reward_fn.failures} completions ({fate}); first error:\n{reward_fn.first_failure}"
         )
     if trainer.is_world_process_zero():
         _write_results(cfg, result)
