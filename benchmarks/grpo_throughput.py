@@ -38,7 +38,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 WORKLOADS: dict[str, dict[str, Any]] = {
-    # the seed's first example's shape: 4 prompts x 4 generations, KL 0.05, LoRA r16; 32 new tokens
+    # the shape of the book's first example: 4 prompts x 4 generations, KL 0.05, LoRA r16; 32 new tokens
     "small": {"prompts": 4, "generations": 4, "max_new_tokens": 32, "kl": 0.05, "steps": 40},
     "large": {"prompts": 8, "generations": 8, "max_new_tokens": 128, "kl": 0.05, "steps": 16},
 }

@@ -1,4 +1,4 @@
-"""Each of the seed's troubleshooting rules fires on a stream made to trip it, once, and not on a healthy run."""
+"""Each of the book's troubleshooting rules fires on a stream made to trip it, once, and not on a healthy run."""
 
 from __future__ import annotations
 
@@ -66,3 +66,40 @@ def test_thresholds_from_the_config() -> None:
     assert parse({"doctor_thresholds": {"kl_high": 0.3}, "output_dir": "/tmp/x"}).doctor_thresholds == {"kl_high": 0.3}
     with pytest.raises(ConfigError, match="doctor_thresholds.kl_hgh.*kl_high"):
         parse({"doctor_thresholds": {"kl_hgh": 0.3}, "output_dir": "/tmp/x"})
+
+
+def test_remedies_quote_the_values_as_logged() -> None:
+    """The scheduler and adaptive KL move learning_rate and beta: advice quotes where they are now."""
+    doctor = Doctor(learning_rate=5e-5, kl_coef=0.05, max_new_tokens=256)
+    for step in range(1, 4):
+        logs = {"kl": 0.62, "reward": 0.1 * step, "loss": 0.1, "learning_rate": 2.5e-05, "kl_coef": 0.1125}
+        doctor.observe(step, logs)
+    (finding,) = doctor.findings
+    assert "lower learning_rate (now 2.5e-05) or raise kl_coef (now 0.1125)" in finding, finding
+
+
+def _blow_up(lr: float = 0.05) -> list[dict]:
+    """learning_rate 5e-2 on the tiny model: reward stuck at 0 while KL runs away."""
+    kls = [0.0, 0.02, 0.05, 0.09, 0.15, 0.3, 0.55, 0.757, 0.9, 1.2]
+    return [{"reward": 0.0, "kl": kl, "loss": 0.01, "learning_rate": lr, "kl_coef": 0.05} for kl in kls]
+
+
+def test_flat_reward_while_kl_is_high_never_says_raise_the_rate() -> None:
+    findings = _run(_blow_up())
+    assert any("KL 0.9 > 0.5" in f and "lower learning_rate (now 0.05)" in f for f in findings), findings
+    flat = [f for f in findings if "reward flat" in f]
+    assert len(flat) == 1 and "lower learning_rate (now 0.05)" in flat[0], findings
+    assert not any("raise learning_rate" in f for f in findings), findings
+
+
+def test_flat_reward_after_a_nan_says_lower_the_rate() -> None:
+    stream = [{"reward": 0.3, "kl": 0.02, "loss": 0.1}] * 3 + [{"reward": 0.3, "kl": 0.02, "loss": math.nan}]
+    stream += [{"reward": 0.3, "kl": 0.02, "loss": 0.1}] * 6
+    findings = _run(stream)
+    flat = [f for f in findings if "reward flat" in f]
+    assert len(flat) == 1 and "lower learning_rate" in flat[0] and "raise learning_rate" not in flat[0], findings
+
+
+def test_flat_reward_on_a_calm_run_still_says_raise_the_rate() -> None:
+    findings = _run([{"reward": 0.0, "kl": 0.01, "loss": 0.1, "learning_rate": 1e-6}] * 10)
+    assert any("reward flat at 0" in f and "raise learning_rate (now 1e-06)" in f for f in findings), findings

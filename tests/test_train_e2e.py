@@ -1,4 +1,4 @@
-"""End to end on CPU with the tiny model: SFT, then GRPO from its output, every seed parameter honoured."""
+"""End to end on CPU with the tiny model: SFT, then GRPO from its output, every parameter the book names honoured."""
 
 from __future__ import annotations
 
@@ -139,9 +139,9 @@ def test_seed_first_example_verbatim(sft_run: dict, gsm8k_dir: str, tmp_path: Pa
     result = rl_tool.run({
         "action": "train",
         "algorithm": "grpo",
-        "model_name": sft_run["output_dir"],  # the seed: "./models/sft_full"
+        "model_name": sft_run["output_dir"],  # the book: "./models/sft_full"
         "output_dir": str(tmp_path / "grpo_model"),
-        "max_samples": 4,  # the seed: 100
+        "max_samples": 4,  # the book: 100
         "num_epochs": 3,
         "batch_size": 4,
         "learning_rate": 1e-5,
@@ -153,8 +153,13 @@ def test_seed_first_example_verbatim(sft_run: dict, gsm8k_dir: str, tmp_path: Pa
         "reward_type": "accuracy",
     })
     assert result["num_samples"] == 4 and result["num_epochs"] == 3 and result["num_steps"] == 3
+    logged = [m for m in _metrics(tmp_path / "grpo_model") if "reward" in m]
+    rewards = [m["reward"] for m in logged]
+    assert [m["step"] for m in logged] == [1, 3], "at the default logging_steps (10): the first step and the last"
     assert isinstance(result["average_reward"], float)
-    assert f"{result['average_reward']:.4f}"
+    assert result["average_reward"] == pytest.approx(sum(rewards) / len(rewards)), "the mean of the logged rewards"
+    assert result["final_reward"] == rewards[-1]
+    assert all(0.0 <= r <= 1.0 for r in rewards), "accuracy: the share of right answers"
     assert Path(result["model_path"], "config.json").is_file()
 
 

@@ -72,6 +72,7 @@ class JobManager:
         folder.mkdir()
         config = folder / "config.json"
         config.write_text(json.dumps({**params, "action": action}, indent=2), encoding="utf-8")
+        created = time.time()  # before the child exists: whatever it writes is newer than this
         with (folder / "console.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
             child = subprocess.Popen(
                 self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -83,7 +84,7 @@ class JobManager:
             db.execute("INSERT INTO jobs (id, action, params, output_dir, folder, pid, started, created, state) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
                        (job_id, action, config.read_text(), output_dir, str(folder), child.pid,
-                        _create_time(child.pid), time.time()))
+                        _create_time(child.pid), created))
         return self.status(job_id)
 
     def status(self, job_id: str) -> dict[str, Any]:
@@ -175,7 +176,7 @@ class JobManager:
     def _finish(self, row: sqlite3.Row, progress: dict[str, Any]) -> str:
         """The process is gone: its printed result decides; no result means it failed (or was cancelled early)."""
         self._children.pop(row["id"], None)
-        result = _printed_result(Path(row["folder"]) / "console.log")
+        result = _printed_result(Path(row["folder"]) / "console.log") or _saved_result(row)
         error = None
         if result is not None:
             state = {"completed": "completed", "interrupted": "interrupted", "failed": "failed"}.get(
@@ -268,6 +269,21 @@ def _printed_result(console: Path) -> dict[str, Any] | None:
     try:
         result = json.loads("\n".join(raw[start:]))  # NaN/Infinity as Python reads them
     except json.JSONDecodeError:
+        return None
+    return result if isinstance(result, dict) else None
+
+
+# What each action writes atomically into output_dir when it ends: the result if the process died before printing it.
+_SAVED = {"train": "results.json", "pipeline": "training_results.json"}
+
+
+def _saved_result(row: sqlite3.Row) -> dict[str, Any] | None:
+    file = Path(row["output_dir"] or "") / _SAVED.get(row["action"], "")
+    if row["action"] not in _SAVED or not file.is_file() or file.stat().st_mtime < row["created"]:
+        return None  # an older run's file in the same folder is not this job's result
+    try:
+        result = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     return result if isinstance(result, dict) else None
 

@@ -28,11 +28,16 @@ def gguf_cache_dir() -> Path:
     return Path(os.environ.get("HELLO_AGENTS_CACHE") or "~/.cache/hello_agents_rl").expanduser() / "gguf"
 
 
-def pick_device_dtype() -> tuple[str, torch.dtype]:
-    """fp32 on CPU (bf16 matmuls are slow there); bf16 on GPUs that support it."""
-    if torch.cuda.is_available():
-        return "cuda", torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return "cpu", torch.float32
+def pick_device_dtype(train_all_weights: bool = False) -> tuple[str, torch.dtype]:
+    """The device and the dtype to load weights in: fp32 on CPU (bf16 matmuls are slow there); bf16 on GPUs
+    that support it. Older GPUs train under fp16 autocast with loss scaling (trainers.args.trl_args sets
+    fp16=True), which needs fp32 trainable weights: full fine-tuning loads fp32; LoRA keeps the frozen base in
+    fp16 (its adapters are fp32) and evaluation runs in fp16."""
+    if not torch.cuda.is_available():
+        return "cpu", torch.float32
+    if torch.cuda.is_bf16_supported():
+        return "cuda", torch.bfloat16
+    return "cuda", torch.float32 if train_all_weights else torch.float16
 
 
 def is_adapter_dir(path: str | Path) -> bool:

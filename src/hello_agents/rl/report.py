@@ -22,7 +22,7 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 def plot_grpo_curves(metrics: list[dict[str, Any]], path: Path) -> Path:
-    """Reward rising while KL stays small: the seed's picture of healthy GRPO (section 11.4.3)."""
+    """Reward rising while KL stays small: the book's picture of healthy GRPO (section 11.4.3)."""
     keys = (("reward", "mean reward (accuracy)"), ("kl", "KL to the SFT model"))
     return plot_curves(metrics, keys, path, "GRPO training")
 

@@ -1,4 +1,4 @@
-"""The one mapping from our config keys to TRL's: every seed parameter lands on the field it drives."""
+"""The one mapping from our config keys to TRL's: every parameter the book names lands on the field it drives."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hello_agents.rl.models import lora_config
 def report_targets(cfg: TrainConfig) -> list[str]:
     targets = [t for t in cfg.report_to if t != "none"]
     if os.environ.get("WANDB_PROJECT") and "wandb" not in targets and "none" not in cfg.report_to:
-        targets.append("wandb")  # the seed: setting WANDB_PROJECT is how a reader turns wandb on
+        targets.append("wandb")  # the book: setting WANDB_PROJECT is how a reader turns wandb on
     return targets
 
 
@@ -27,7 +27,7 @@ def trl_args(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> dict[
         "lr_scheduler_type": cfg.lr_scheduler_type,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
         "max_grad_norm": cfg.max_grad_norm,
-        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "activation_checkpointing": cfg.gradient_checkpointing,  # transformers 5's name; the old one is deprecated
         "save_strategy": "steps",
         "save_steps": cfg.save_steps,
         "save_total_limit": cfg.save_total_limit,
@@ -37,7 +37,9 @@ def trl_args(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> dict[
         "seed": cfg.seed,
         "data_seed": cfg.seed,
         "use_cpu": device == "cpu",
+        # mixed precision: bf16 autocast, or on GPUs without bf16 fp16 autocast with a GradScaler (fp32 weights)
         "bf16": bf16,
+        "fp16": device == "cuda" and not bf16,
         "model_init_kwargs": None,
         "trust_remote_code": cfg.trust_remote_code,
         "ddp_find_unused_parameters": False,  # every trainable weight gets a gradient; skips DDP's extra graph walk

@@ -1,14 +1,16 @@
-"""What a person sees while training: the seed's log line, metrics.jsonl, and the doctor's findings."""
+"""What a person sees while training: the book's log line, metrics.jsonl, and the doctor's findings."""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
-from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_callback import ProgressCallback, has_length
 
 from hello_agents.rl.trainers.doctor import Doctor
 
@@ -25,16 +27,36 @@ def format_line(epoch: float, num_epochs: int, step: int, max_steps: int, logs: 
 
 
 class ConsoleProgress(ProgressCallback):
-    """transformers' progress bar, printing the seed's line instead of a raw dict."""
+    """transformers' progress bar, printing the book's line instead of a raw dict.
+
+    The bar is drawn only on a terminal (tqdm's `disable=None`): in a file or a pipe its carriage returns
+    would splice the log lines into bar fragments, so there the lines stand alone.
+    """
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.training_bar = tqdm(total=state.max_steps, dynamic_ncols=True, disable=None)
+        self.current_step = 0
+
+    def on_prediction_step(self, args: Any, state: Any, control: Any, eval_dataloader: Any = None,
+                           **kwargs: Any) -> None:
+        if state.is_world_process_zero and has_length(eval_dataloader):
+            if self.prediction_bar is None:
+                self.prediction_bar = tqdm(total=len(eval_dataloader), leave=self.training_bar is None,
+                                           dynamic_ncols=True, disable=None)
+            self.prediction_bar.update(1)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs or "train_runtime" in logs or _is_eval(logs):
             return
-        line = format_line(state.epoch or 0.0, math.ceil(state.num_train_epochs), state.global_step, state.max_steps, logs)
-        if self.training_bar is not None:
-            self.training_bar.write(line)
-        else:
-            print(line, flush=True)
+        epochs = math.ceil(state.num_train_epochs)
+        say(format_line(state.epoch or 0.0, epochs, state.global_step, state.max_steps, logs))
+
+
+def say(line: str) -> None:
+    """One console line: tqdm lifts any bar out of its way; flushed, so a file gets it whole and in order."""
+    tqdm.write(line)
+    sys.stdout.flush()
 
 
 def _is_eval(logs: dict) -> bool:
@@ -49,6 +71,12 @@ class RunMonitor(TrainerCallback):
         self.doctor = doctor
         self.history: list[dict[str, Any]] = []
 
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # The last step is always logged: else TRL folds its metrics into the end-of-training summary,
+        # where the book's line, the doctor and result["average_reward"] never see them.
+        if state.global_step >= state.max_steps:
+            control.should_log = True
+
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
             return
@@ -58,7 +86,7 @@ class RunMonitor(TrainerCallback):
             if findings:
                 entry["diagnostics"] = findings
                 for finding in findings:
-                    print(f"[doctor] {finding}", flush=True)
+                    say(f"[doctor] {finding}")
         self.history.append(entry)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:  # one line per log: a crash loses at most one
@@ -96,8 +124,8 @@ class CompletionLogger(TrainerCallback):
         with self.path.open("a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         first = rows[0]
-        print(f"[sample step {first['step']}] {first['prompt'][-80:]!r} -> {first['completion'][:120]!r} "
-              f"(advantage {first['advantage']:+.2f})", flush=True)
+        say(f"[sample step {first['step']}] {first['prompt'][-80:]!r} -> {first['completion'][:120]!r} "
+            f"(advantage {first['advantage']:+.2f})")
         self._to_tensorboard(state.global_step, rows)
 
     def _to_tensorboard(self, step: int, rows: list[dict]) -> None:

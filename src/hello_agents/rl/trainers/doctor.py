@@ -1,7 +1,10 @@
-"""The seed's troubleshooting advice (section 11.4.3) as live rules over the logged metrics.
+"""The book's troubleshooting advice (section 11.4.3) as live rules over the logged metrics.
 
 Each rule fires once per episode (when its condition starts holding for `patience` logs) with the
-seed's remedy and the current values, and re-arms once the condition clears.
+book's remedy and the current values (learning_rate and kl_coef as last logged: the scheduler and
+adaptive KL move them), and re-arms once the condition clears. Remedies never contradict each other:
+while the run is unstable (KL above kl_high or a NaN/inf loss within the last `flat_window` logs) a
+flat reward or a low KL never gets "raise learning_rate".
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Doctor:
     _best_reward: float = -math.inf
     _best_format: float = -math.inf
     _logs: int = 0
+    _unstable_at: int | None = None  # the last log with KL above kl_high or a non-finite loss/KL
 
     def observe(self, step: int, logs: dict[str, float]) -> list[str]:
         """New findings for one log entry (also appended to `findings`)."""
@@ -39,8 +43,18 @@ class Doctor:
         if reward is not None:
             self._rewards.append(reward)
             self._best_reward = max(self._best_reward, reward)
+        self.learning_rate = _number(logs.get("learning_rate"), self.learning_rate)  # as scheduled now
+        self.kl_coef = _number(logs.get("kl_coef"), self.kl_coef)  # as adaptive KL set it
+        if any(v is not None and not math.isfinite(v) for v in (loss, kl)) or (kl is not None and kl > t.kl_high):
+            self._unstable_at = self._logs
+        unstable = self._unstable_at is not None and self._logs - self._unstable_at < t.flat_window
         lr = f"learning_rate (now {self.learning_rate:g})"
         beta = f"kl_coef (now {self.kl_coef:g})"
+        # the same flat reward means opposite things: a calm policy needs a push, a blown-up one a smaller step
+        flat_remedy = (f"the run is unstable (KL above {t.kl_high} or a NaN loss lately): lower {lr}, raise {beta}"
+                       if unstable else f"raise {lr}, lower {beta}")
+        kl_low_remedy = (f"lower {beta} (not the learning rate: the run blew up lately)" if unstable
+                         else f"raise {lr} or lower {beta}")
         checks: list[tuple[str, bool, int, Callable[[], str]]] = [
             ("nonfinite", loss is not None and not math.isfinite(loss), 1,
              lambda: f"loss is {loss} at step {step}: lower {lr}, keep max_grad_norm on, check the reward for NaN"),
@@ -49,13 +63,13 @@ class Doctor:
                      f"lower {lr} or raise {beta}"),
             ("kl_low", kl is not None and self._logs > t.warmup_logs and kl < t.kl_low, t.patience,
              lambda: f"KL {kl:.2g} < {t.kl_low} for {t.patience} logs: the policy is hardly changing; "
-                     f"raise {lr} or lower {beta}"),
+                     f"{kl_low_remedy}"),
             ("zero_variance", logs.get("frac_reward_zero_std", 0.0) >= 1.0, t.patience,
              lambda: f"every group had identical rewards for {t.patience} logs (reward {reward}): no learning "
                      "signal; the task is too hard or too easy for the model, or the reward is broken "
                      "(check it with action create_reward), or raise temperature/num_generations"),
             ("reward_flat", self._flat(), 1,
-             lambda: f"reward flat at {reward:.3g} over {t.flat_window} logs: raise {lr}, lower {beta}, "
+             lambda: f"reward flat at {reward:.3g} over {t.flat_window} logs: {flat_remedy}, "
                      "check the reward function, or improve the SFT model"),
             ("reward_collapse", reward is not None and self._best_reward - reward > t.collapse_drop, t.patience,
              lambda: f"reward fell from {self._best_reward:.3g} to {reward:.3g}: collapse or overfitting; "
@@ -99,3 +113,7 @@ class Doctor:
     def _format_dropping(self, fmt: float, reward: float | None) -> bool:
         rising = reward is not None and len(self._rewards) > 1 and reward > self._rewards[0]
         return rising and self._best_format - fmt > self.thresholds.format_drop
+
+
+def _number(value: object, default: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else default

@@ -684,7 +684,7 @@ def shared_prefix_blocker(model: Any, compute_aux_loss: bool = False, extra: dic
         config.model_type == "mistral" and getattr(config, "sliding_window", None)
     ):
         return "sliding-window attention"
-    if getattr(base, "is_gradient_checkpointing", False):
+    if getattr(base, "is_activation_checkpointing", False):
         return "gradient checkpointing"
     return None
 

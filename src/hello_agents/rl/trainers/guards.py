@@ -69,7 +69,7 @@ class NonFiniteGuard(TrainerCallback):
 
 
 def backoff(cfg: TrainConfig) -> tuple[TrainConfig, str] | None:
-    """The seed's OOM advice, one step at a time; None when nothing is left to shrink."""
+    """The book's OOM advice, one step at a time; None when nothing is left to shrink."""
     steps = [
         ("gradient_checkpointing", not cfg.gradient_checkpointing, True),
         ("batch_size", cfg.batch_size > 1, cfg.batch_size // 2),

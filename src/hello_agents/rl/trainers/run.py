@@ -80,7 +80,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     from transformers.trainer_callback import ProgressCallback
 
     started = time.time()
-    device, dtype = pick_device_dtype()
+    device, dtype = pick_device_dtype(train_all_weights=not cfg.use_lora)
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
     check_schedule(cfg, len(train_data), world_size())
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
