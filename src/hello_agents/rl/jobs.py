@@ -17,8 +17,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import psutil
 
@@ -47,10 +48,16 @@ class JobManager:
             db.execute("PRAGMA journal_mode=WAL")  # the server writes while a CLI or a second server reads
             db.execute(_SCHEMA)
 
-    def _db(self) -> sqlite3.Connection:
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """One short transaction: committed (or rolled back) and closed, so no thread holds the file."""
         db = sqlite3.connect(self.folder / STORE, timeout=30)
         db.row_factory = sqlite3.Row
-        return db
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
 
     # -- calls --------------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from hello_agents.rl.rewards import _TOP_LEVEL_TYPES as REWARD_NAMES
 _JSON_FORMS: dict[str, dict[str, Any]] = {
     "dataset": {"type": "string", "examples": ["gsm8k", "arithmetic", "data/train.jsonl"]},
     "reward_type": {"type": "string", "enum": list(REWARD_NAMES)},
-    "environment": {"anyOf": [{"type": "string", "pattern": r"^[\w.]+:[\w.]+$"}, {"type": "null"}]},
+    "environment": {"anyOf": [{"type": "string"}, {"type": "null"}], "examples": ["mypkg.envs:Shop"]},
     "tools": {"type": "array", "items": {"type": "string"}, "examples": [list(BUILTIN_TOOLS)]},
 }
 
