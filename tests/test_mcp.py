@@ -101,6 +101,20 @@ def test_the_server_refuses_paths_outside_its_roots_and_foreign_code(tmp_path: P
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             server.call(name, arguments)
     assert not (tmp_path / "secret" / "run").exists() and server.jobs.list() == []
+
+
+def test_relative_paths_are_judged_from_the_servers_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    monkeypatch.chdir(tmp_path)
+    server = RLServer(["runs"])  # a relative --root, as in `hello-agents-rl mcp --root runs`
+    with pytest.raises(ConfigError, match="`output_dir`: out is outside"):
+        server.call("train", {"output_dir": "out"})
+    with pytest.raises(ConfigError, match="`dataset`: runs/../d.jsonl is outside"):
+        server.call("load_dataset", {"dataset": "runs/../d.jsonl"})
+    (root / "d.jsonl").write_text('{"question": "What is 1 + 1?", "answer": "2"}\n')
+    described = server.call("load_dataset", {"dataset": "runs/d.jsonl"})  # inside: runs, and returns its dict
+    assert described["num_samples"] == 1
     assert RLServer([root], trust_remote_code=True).guard.trust_remote_code
 
 

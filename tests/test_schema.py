@@ -108,3 +108,17 @@ def test_the_old_parameter_listing_still_works() -> None:
     params = tool.get_parameters()
     assert {p["name"] for p in params["train"]} >= {"kl_coef", "num_generations"}
     assert tool.json_schema("evaluate")["required"] == ["model_path"]
+
+
+def test_a_function_call_from_a_model_runs_as_given() -> None:
+    """What an agent loop does with a tool call: name + JSON arguments -> run() -> a JSON result."""
+    tool = RLTrainingTool()
+    names = {t["function"]["name"] for t in tool.openai_tools()}
+    call = {"name": "create_reward", "arguments": json.dumps(
+        {"reward_type": "accuracy", "completions": ["Final Answer: 72", "Final Answer: 70"], "ground_truth": 72})}
+    assert call["name"] in names
+    arguments = json.loads(call["arguments"])
+    jsonschema.validate(arguments, json_schema(call["name"]))
+    result = tool.run({**arguments, "action": call["name"]})
+    assert result["scores"] == [1.0, 0.0]
+    json.dumps(result)  # plain JSON back to the model
