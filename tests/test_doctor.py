@@ -103,3 +103,11 @@ def test_flat_reward_after_a_nan_says_lower_the_rate() -> None:
 def test_flat_reward_on_a_calm_run_still_says_raise_the_rate() -> None:
     findings = _run([{"reward": 0.0, "kl": 0.01, "loss": 0.1, "learning_rate": 1e-6}] * 10)
     assert any("reward flat at 0" in f and "raise learning_rate (now 1e-06)" in f for f in findings), findings
+
+
+def test_flat_reward_after_a_collapse_says_lower_the_rate() -> None:
+    stream = [{"reward": 0.2 + 0.1 * i, "kl": 0.02, "loss": 0.1} for i in range(6)]  # up to 0.7
+    stream += [{"reward": 0.1, "kl": 0.02, "loss": 0.1}] * 8  # fell and stays there
+    findings = _run(stream)
+    assert any("reward fell from 0.7 to 0.1" in f for f in findings), findings
+    assert not any("raise learning_rate" in f for f in findings), findings

@@ -3,8 +3,8 @@
 Each rule fires once per episode (when its condition starts holding for `patience` logs) with the
 book's remedy and the current values (learning_rate and kl_coef as last logged: the scheduler and
 adaptive KL move them), and re-arms once the condition clears. Remedies never contradict each other:
-while the run is unstable (KL above kl_high or a NaN/inf loss within the last `flat_window` logs) a
-flat reward or a low KL never gets "raise learning_rate".
+after a blow-up (KL above kl_high, a NaN/inf loss or a reward collapse within the last `flat_window`
+logs) a flat reward or a low KL never gets "raise learning_rate".
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Doctor:
     _best_reward: float = -math.inf
     _best_format: float = -math.inf
     _logs: int = 0
-    _unstable_at: int | None = None  # the last log with KL above kl_high or a non-finite loss/KL
+    _blowup: tuple[int, str] | None = None  # (log number, what happened) of the latest blow-up
 
     def observe(self, step: int, logs: dict[str, float]) -> list[str]:
         """New findings for one log entry (also appended to `findings`)."""
@@ -45,15 +45,14 @@ class Doctor:
             self._best_reward = max(self._best_reward, reward)
         self.learning_rate = _number(logs.get("learning_rate"), self.learning_rate)  # as scheduled now
         self.kl_coef = _number(logs.get("kl_coef"), self.kl_coef)  # as adaptive KL set it
-        if any(v is not None and not math.isfinite(v) for v in (loss, kl)) or (kl is not None and kl > t.kl_high):
-            self._unstable_at = self._logs
-        unstable = self._unstable_at is not None and self._logs - self._unstable_at < t.flat_window
+        if blowup := self._blew_up(step, loss, kl, reward):
+            self._blowup = (self._logs, blowup)
+        recent = self._blowup[1] if self._blowup and self._logs - self._blowup[0] < t.flat_window else None
         lr = f"learning_rate (now {self.learning_rate:g})"
         beta = f"kl_coef (now {self.kl_coef:g})"
         # the same flat reward means opposite things: a calm policy needs a push, a blown-up one a smaller step
-        flat_remedy = (f"the run is unstable (KL above {t.kl_high} or a NaN loss lately): lower {lr}, raise {beta}"
-                       if unstable else f"raise {lr}, lower {beta}")
-        kl_low_remedy = (f"lower {beta} (not the learning rate: the run blew up lately)" if unstable
+        flat_remedy = f"after {recent}: lower {lr}, raise {beta}" if recent else f"raise {lr}, lower {beta}"
+        kl_low_remedy = (f"lower {beta} (not a higher learning_rate: {recent} lately)" if recent
                          else f"raise {lr} or lower {beta}")
         checks: list[tuple[str, bool, int, Callable[[], str]]] = [
             ("nonfinite", loss is not None and not math.isfinite(loss), 1,
@@ -105,6 +104,16 @@ class Doctor:
             self._best_format = max(self._best_format, fmt)
         self.findings.extend(new)
         return new
+
+    def _blew_up(self, step: int, loss: float | None, kl: float | None, reward: float | None) -> str | None:
+        t = self.thresholds
+        if loss is not None and not math.isfinite(loss):
+            return f"a {loss} loss at step {step}"
+        if kl is not None and not (kl <= t.kl_high):  # NaN counts
+            return f"KL {kl:.3g} > {t.kl_high} at step {step}"
+        if reward is not None and self._best_reward - reward > t.collapse_drop:
+            return f"the reward's fall from {self._best_reward:.3g} to {reward:.3g}"
+        return None
 
     def _flat(self) -> bool:
         window = list(self._rewards)[-self.thresholds.flat_window:]
