@@ -176,8 +176,11 @@ class RLServer:
 
 def serve(roots: list[str], jobs_dir: str | None = None, trust_remote_code: bool = False,
           http: bool = False, host: str = "127.0.0.1", port: int = 8000) -> None:
-    server = RLServer(roots, jobs_dir, trust_remote_code)
-    anyio.run(server.run_http, host, port) if http else anyio.run(server.run_stdio)
+    server = RLServer(roots, jobs_dir, trust_remote_code)  # refuses a missing --root before serving anything
+    if http:
+        anyio.run(server.run_http, host, port)
+    else:
+        anyio.run(server.run_stdio)
 
 
 def _error(message: str) -> types.CallToolResult:
