@@ -34,6 +34,11 @@ def test_bad_parameters_are_refused_before_anything_is_written(tmp_path: Path) -
         manager.start({"action": "evaluate", "model_path": "x"})
     with pytest.raises(ConfigError, match="`reward_type`: function cannot be passed"):
         manager.start({"action": "train", "reward_type": lambda c, g: 1.0, "output_dir": str(tmp_path / "out")})
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "results.json").write_text('{"status": "completed", "num_steps": 2}')
+    with pytest.raises(ConfigError, match="`output_dir`: .* holds a finished run"):  # at once, not a failed job later
+        manager.start({"action": "train", "output_dir": str(finished)})
     assert manager.list() == [] and not [p for p in (tmp_path / "jobs").iterdir() if p.is_dir()]
     assert not (tmp_path / "out").exists()
     with pytest.raises(ConfigError, match="`job_id`: no job 'nope'"):

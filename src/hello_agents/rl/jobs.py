@@ -69,6 +69,10 @@ class JobManager:
                               "(the other actions return at once: call them directly)")
         _require_json(params)
         cfg = actions.parse(params)
+        if action == "train":  # the run's own folder check (finished run, unfinished one to resume): refused now
+            from hello_agents.rl.outputs import plan_output_dir
+
+            plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
         output_dir = str(Path(cfg.output_dir).expanduser().resolve())
         busy = [r["id"] for r in self._rows() if r["output_dir"] == output_dir and self._refresh(r)["state"] not in FINAL]
         if busy:
