@@ -81,6 +81,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
 
     started = time.time()
     device, dtype = pick_device_dtype(train_all_weights=not cfg.use_lora)
+    cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_name)  # the prompt the starting model was trained on
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
     check_schedule(cfg, len(train_data), world_size())
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
