@@ -85,6 +85,20 @@ def test_a_restarted_server_still_sees_and_cancels_a_running_job(tmp_path: Path)
     assert [j["job_id"] for j in JobManager(tmp_path / "jobs").list()] == [job["job_id"]]
 
 
+def test_a_crash_after_a_cancel_is_reported_as_a_crash(tmp_path: Path) -> None:
+    manager = JobManager(tmp_path / "jobs")
+    _fake_child(manager, "import signal, sys, time\n"
+                "def crash(*_):\n    print('NameError: boom', file=sys.stderr); sys.exit(1)\n"
+                "signal.signal(signal.SIGINT, crash)\nprint('Epoch 1/1 | Step 1/50 | Loss: 1.000')\ntime.sleep(60)\n")
+    job = manager.start({**TINY_TRAIN, "output_dir": str(tmp_path / "out")})
+    deadline = time.monotonic() + 20
+    while manager.status(job["job_id"])["step"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    manager.cancel(job["job_id"])
+    final = manager.wait(job["job_id"], timeout=20, poll=0.2)
+    assert final["state"] == "failed" and "NameError: boom" in final["error"]
+
+
 def test_a_run_that_saved_its_result_but_died_before_printing_it_is_not_failed(tmp_path: Path) -> None:
     manager = JobManager(tmp_path / "jobs")
     out = tmp_path / "out"

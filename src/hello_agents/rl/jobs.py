@@ -186,16 +186,16 @@ class JobManager:
 
     def _finish(self, row: sqlite3.Row, progress: dict[str, Any]) -> str:
         """The process is gone: its printed result decides; no result means it failed (or was cancelled early)."""
-        self._children.pop(row["id"], None)
+        child = self._children.pop(row["id"], None)
         result = _printed_result(Path(row["folder"]) / "console.log") or _saved_result(row)
         error = None
         if result is not None:
             state = {"completed": "completed", "interrupted": "interrupted", "failed": "failed"}.get(
                 str(result.get("status", "completed")), "failed")
             error = result.get("error")
-        elif row["cancel_requested"]:
+        elif row["cancel_requested"] and _ended_by_interrupt(child, Path(row["folder"]) / "stderr.log"):
             state, error = "cancelled", "cancelled before training started; nothing to checkpoint"
-        else:
+        else:  # a crash stays a crash, even one after a cancel
             state = "failed"
             last = f" after step {progress['step']}/{progress['total']}" if progress.get("total") else " before its first step"
             tail = _tail(Path(row["folder"]) / "stderr.log", 6)
@@ -297,6 +297,14 @@ def _saved_result(row: sqlite3.Row) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return result if isinstance(result, dict) else None
+
+
+def _ended_by_interrupt(child: subprocess.Popen | None, stderr: Path) -> bool:
+    """The SIGINT ended it (the CLI's exit 130, or Python's own KeyboardInterrupt), not some other error."""
+    if child is not None and child.returncode is not None:
+        return child.returncode in (130, -signal.SIGINT)
+    last = _tail(stderr, 1)  # a restarted server has no exit status: the CLI's last word tells
+    return last == "interrupted" or last.startswith("KeyboardInterrupt")
 
 
 def _tail(path: Path, n: int) -> str:
