@@ -115,7 +115,11 @@ def test_relative_paths_are_judged_from_the_servers_folder(tmp_path: Path, monke
     (root / "d.jsonl").write_text('{"question": "What is 1 + 1?", "answer": "2"}\n')
     described = server.call("load_dataset", {"dataset": "runs/d.jsonl"})  # inside: runs, and returns its dict
     assert described["num_samples"] == 1
-    assert RLServer([root], trust_remote_code=True).guard.trust_remote_code
+    trusting = RLServer([root], trust_remote_code=True).guard  # started with --trust-remote-code: the owner's choice
+    trusting.check({"trust_remote_code": True, "tools": ["mypkg.tools:search"], "environment": "mypkg.envs:Shop",
+                    "output_dir": str(root / "run")})
+    with pytest.raises(ConfigError, match="output_dir"):  # the roots still hold
+        trusting.check({"output_dir": str(tmp_path / "secret")})
 
 
 def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
