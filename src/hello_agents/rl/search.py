@@ -83,7 +83,7 @@ def _open_study(cfg: SearchConfig, storage_url: str) -> optuna.Study:
             engine_kwargs=engine,
             heartbeat_interval=cfg.heartbeat_interval,
             grace_period=cfg.grace_period,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=cfg.max_retry),
+            heartbeat_stale_trial_callback=_retry(cfg.max_retry),
         )
     # a first look to mix the trial count into the seed: a rerun or a second worker must not replay the same draws
     study = optuna.create_study(storage=storage, study_name=cfg.study_name, direction="maximize", load_if_exists=True)
@@ -132,7 +132,13 @@ def _retry_interrupted(study: optuna.Study, number: int | None, max_retry: int) 
         return
     trial = study.get_trials(deepcopy=True)[number]
     if trial.state == TrialState.FAIL and "fail_reason" not in trial.user_attrs:
-        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, trial)
+        _retry(max_retry)(study, trial)
+
+
+def _retry(max_retry: int) -> RetryHeartbeatStaleTrialCallback:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # experimental since Optuna 2.8
+        return RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
 
 
 class Objective:
@@ -263,12 +269,15 @@ def report(study: optuna.Study, cfg: SearchConfig, storage_url: str, status: str
 
 
 def trial_row(trial: FrozenTrial, trials: list[FrozenTrial]) -> dict[str, Any]:
-    retries = [t.number for t in trials if t.system_attrs.get("failed_trial") is not None and trial.number in t.system_attrs.get("retry_history", [])]
+    # Optuna's retry callback records, on each retry, the trials it repeats (retry_history)
+    retries = [t.number for t in trials if trial.number in t.system_attrs.get("retry_history", [])]
     if trial.state == TrialState.PRUNED:
         note = f"pruned at step {trial.user_attrs.get('pruned_at_step', trial.last_step)}"
         note += f" ({trial.user_attrs['pruned_on']})" if "pruned_on" in trial.user_attrs else ""
+    elif trial.state == TrialState.FAIL and "fail_reason" in trial.user_attrs:
+        note = trial.user_attrs["fail_reason"]
     elif trial.state == TrialState.FAIL:
-        note = trial.user_attrs.get("fail_reason") or "killed or interrupted" + (f"; retried as trial {retries[0]}" if retries else "")
+        note = "killed or interrupted" + (f"; retried as trial {retries[0]}" if retries else "")
     else:
         note = ""
     if trial.system_attrs.get("failed_trial") is not None:
