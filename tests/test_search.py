@@ -185,6 +185,18 @@ def test_grid_search_runs_each_combination_once_then_stops(tmp_path: Path, tiny_
 
 
 @pytest.mark.slow
+def test_sft_trials_report_minus_the_loss(tmp_path: Path, tiny_model: str) -> None:
+    base = tiny_base(tiny_model, algorithm="sft", max_steps=3)
+    out = tmp_path / "sft"
+    result = RLTrainingTool().run(search_params(out, tiny_model, base=base, n_trials=2, space={"learning_rate": [1e-4, 1e-3]}))
+    assert [row["state"] for row in result["trials"]] == ["complete", "complete"]
+    for trial in load_study(out).trials:  # the study maximises: a lower loss must report higher
+        losses = [json.loads(line)["loss"] for line in (out / f"trial-{trial.number:04d}" / "metrics.jsonl").read_text().splitlines()
+                  if "loss" in json.loads(line) and "train_runtime" not in json.loads(line)]
+        assert list(trial.intermediate_values.values()) == [-loss for loss in losses] and losses
+
+
+@pytest.mark.slow
 def test_another_studys_folder_is_refused(tmp_path: Path, tiny_model: str) -> None:
     out = tmp_path / "search"
     RLTrainingTool().run(search_params(out, tiny_model, n_trials=1))
