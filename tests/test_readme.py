@@ -1,15 +1,40 @@
-"""The README's parameter tables are generated from the config: they cannot drift from the code."""
+"""The README's generated parts cannot drift from the code, and it links nothing outside the repository."""
 
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
 from pathlib import Path
 
 from hello_agents.rl.actions import markdown_tables
+from hello_agents.rl.readme import read_block
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_readme_parameter_tables_match_the_config() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert markdown_tables() in readme, "run: .venv/bin/python scripts/update_readme.py"
+    assert read_block("params") == markdown_tables(), "run: .venv/bin/python scripts/update_readme.py"
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
-    root = Path(__file__).resolve().parents[1]
-    assert "make test" in (root / "README.md").read_text() and "make test" in (root / ".ci" / "run").read_text()
+    assert "make test" in README and "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_demo_table_is_the_recorded_run_and_quotes_the_tests_margin() -> None:
+    spec = importlib.util.spec_from_file_location("demo_seeds", ROOT / "benchmarks" / "demo_seeds.py")
+    demo_seeds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_seeds)
+    recorded = json.loads((ROOT / "docs" / "demo_seeds.json").read_text())
+    assert read_block("demo") == demo_seeds.render_readme(recorded), "run: benchmarks/demo_seeds.py --readme"
+
+
+def test_links_stay_inside_the_repository() -> None:
+    for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#]+)", doc.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            resolved = (doc.parent / target).resolve()
+            assert ROOT in resolved.parents and resolved.exists(), f"{doc.name} links {target}"
+        assert "../shared" not in doc.read_text(encoding="utf-8"), doc.name
