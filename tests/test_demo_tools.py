@@ -1,4 +1,4 @@
-"""The quick tool demo end to end: SFT imitates a demonstrator that calls the calculator 30% of the time;
+"""The quick tool demo end to end: SFT imitates a demonstrator that calls the calculator 40% of the time;
 GRPO, rewarded only for the right final answer, learns to call it, on held-out questions."""
 
 from __future__ import annotations

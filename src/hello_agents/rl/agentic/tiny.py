@@ -16,7 +16,7 @@ TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_respons
 _CORPUS = [
     "user\nWhat is 347 * 56?", "assistant\n", "Final Answer: 19432", "The answer is #### \\boxed{}",
     "Tools: calculator python. Call one as", '{"name": "calculator", "arguments": {"expression": "347 * 56"}}',
-    '{"name": "python", "arguments": {"code": "print(1)"}}', "Mental math: 347 * 60 = 20820.",
+    '{"name": "python", "arguments": {"code": "print(1)"}}', "347 * 56 is about 347 * 60 = 20820.",
     "system\nSolve the math problem step by step. End with 'Final Answer: <number>'.",
 ]
 

@@ -36,8 +36,9 @@ def mental_estimate(a: int, b: int) -> int:
 
 def demonstrate(a: int, b: int, use_tool: bool) -> list[dict]:
     """One transcript: a calculator call, its result and the answer; or the mental estimate."""
-    if not use_tool:
-        return [{"role": "assistant", "content": f"Final Answer: {mental_estimate(a, b)}"}]
+    if not use_tool:  # the estimate is written out, so "Final Answer:" always repeats a number in context
+        return [{"role": "assistant", "content": f"{a} * {b} is about {a} * {round(b / 10) * 10} = "
+                 f"{mental_estimate(a, b)}. Final Answer: {mental_estimate(a, b)}"}]
     call = {"type": "function", "function": {"name": "calculator", "arguments": json.dumps({"expression": f"{a} * {b}"})}}
     return [
         {"role": "assistant", "content": "", "tool_calls": [call]},
