@@ -197,6 +197,18 @@ def test_sft_trials_report_minus_the_loss(tmp_path: Path, tiny_model: str) -> No
 
 
 @pytest.mark.slow
+def test_with_eval_steps_trials_report_the_periodic_eval_reward(tmp_path: Path, tiny_model: str) -> None:
+    base = tiny_base(tiny_model, max_steps=2, eval_steps=1, eval_samples=2)
+    out = tmp_path / "eval"
+    RLTrainingTool().run(search_params(out, tiny_model, base=base, n_trials=1, objective="reward", space={"kl_coef": [0.05]}))
+    (trial,) = load_study(out).trials
+    logs = [json.loads(line) for line in (out / "trial-0000" / "metrics.jsonl").read_text().splitlines()]
+    evals = {entry["step"]: entry["eval_reward"] for entry in logs if "eval_reward" in entry}
+    assert trial.intermediate_values == evals and len(evals) == 2
+    assert trial.value == evals[2]  # objective reward: the last periodic evaluation
+
+
+@pytest.mark.slow
 def test_another_studys_folder_is_refused(tmp_path: Path, tiny_model: str) -> None:
     out = tmp_path / "search"
     RLTrainingTool().run(search_params(out, tiny_model, n_trials=1))
