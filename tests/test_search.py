@@ -242,6 +242,15 @@ def test_hopeless_trial_is_pruned(tmp_path: Path, tiny_model: str) -> None:
 
 
 @pytest.mark.slow
+def test_hyperband_pruner_runs_a_search(tmp_path: Path, tiny_model: str) -> None:
+    out = tmp_path / "hyperband"
+    result = RLTrainingTool().run(search_params(out, tiny_model, base=tiny_base(tiny_model, max_steps=3), pruner="hyperband"))
+    assert result["n_trials"] == 3 and {row["state"] for row in result["trials"]} <= {"complete", "pruned"}
+    steps = [list(t.intermediate_values) for t in load_study(out).trials]
+    assert all(s and s == [1, 2, 3][: len(s)] for s in steps), steps  # reported each step, until pruned
+
+
+@pytest.mark.slow
 def test_kl_explosion_fails_the_trial_with_the_doctors_reason(tmp_path: Path, tiny_model: str) -> None:
     out = tmp_path / "search"
     # the doctor's KL rule with a threshold every real step crosses: the first log with KL > 0 ends the trial
