@@ -216,9 +216,9 @@ class TrialReporter(TrainerCallback):
             return
         step = state.global_step
         if not any(key.startswith("eval_") for key in logs):
-            before = set(self.doctor._active)  # the doctor's own rules, so a search fails a run for the book's reasons
+            before = self.doctor.active  # the doctor's own rules, so a search fails a run for the book's reasons
             findings = self.doctor.observe(step, logs)
-            if (set(self.doctor._active) - before) & set(HARD_FAILURES):
+            if (self.doctor.active - before) & set(HARD_FAILURES):
                 self.failure = "; ".join(findings)
                 control.should_training_stop = True
                 return

@@ -32,6 +32,11 @@ class Doctor:
     _logs: int = 0
     _blowup: tuple[int, str] | None = None  # (log number, what happened) of the latest blow-up
 
+    @property
+    def active(self) -> frozenset[str]:
+        """The rules whose condition holds now (each reported once, when it started holding)."""
+        return frozenset(self._active)
+
     def observe(self, step: int, logs: dict[str, float]) -> list[str]:
         """New findings for one log entry (also appended to `findings`)."""
         self._logs += 1
