@@ -411,3 +411,32 @@ def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
     assert cfg.tools == ["calculator", "python"] and cfg.max_tool_turns == 3 and cfg.tool_reward == {"call_bonus": 0.1}
     args, extra = build_parser().parse_known_args(["demo", "--task", "tools", "--quick"])
     assert args.task == "tools"
+
+
+def test_tiny_tool_model_from_the_cli(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from hello_agents.rl.agentic.template import template_problem
+    from hello_agents.rl.cli import run
+
+    assert run(["tiny-model", str(tmp_path / "tiny"), "--tools"]) == 0
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tiny")
+    assert template_problem(tokenizer) is None  # what the ConfigError for other templates points to
+
+
+def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None:
+    import json
+
+    from hello_agents.rl.agentic.demo import write_report
+
+    metrics = dict(failed_call_rate=0.0, mean_calls=0.0, turns_exhausted_rate=0.0, num_questions=1)
+    results = {"seed": 0, "sft": {**metrics, "accuracy": 0.0, "tool_call_rate": 0.0},
+               "grpo": {**metrics, "accuracy": 1.0, "tool_call_rate": 1.0, "mean_calls": 1.0}}
+    row = {"question": "What is 347 * 56?", "ground_truth": "19432"}
+    for key, correct, transcript in (("sft", False, [{"role": "assistant", "content": "Final Answer: 20820"}]),
+                                     ("grpo", True, RIGHT)):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "eval_details.jsonl").write_text(json.dumps({**row, "correct": correct, "transcript": transcript}))
+    report = write_report(tmp_path, results).read_text()
+    assert "| SFT | 0.0% | 0.0% |" in report and "| GRPO | 100.0% | 100.0% |" in report
+    assert "call calculator({'expression': '347 * 56'})" in report and "- tool: 19432" in report

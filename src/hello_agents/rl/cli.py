@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     tiny = sub.add_parser("tiny-model", help="Write a tiny random Qwen3 model with its own tokenizer.")
     tiny.add_argument("out_dir")
     tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--tools", action="store_true", help="A tokenizer and chat template that can express tool calls.")
     gguf = sub.add_parser("import-gguf", help="Dequantize a GGUF file into a trainable transformers folder.")
     gguf.add_argument("file")
     gguf.add_argument("out_dir")
@@ -156,6 +157,11 @@ def run(argv: list[str] | None = None) -> int:
     args, extra = build_parser().parse_known_args(argv)
     if extra and args.command not in COMMANDS:
         raise ConfigError(f"unexpected arguments {extra}; see hello-agents-rl {args.command} --help")
+    if args.command == "tiny-model" and args.tools:  # docs/agentic.md
+        from hello_agents.rl.agentic.tiny import build_tiny_tool_model
+
+        print(build_tiny_tool_model(args.out_dir, seed=args.seed))
+        return 0
     if args.command == "tiny-model":
         from hello_agents.rl.models import build_tiny_model
 

@@ -84,7 +84,9 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         "cpu_time_s": round(time.process_time() - cpu_started, 1),  # the demo's own cost on a shared machine
     }
     atomic_write_json(out / RESULTS, results)
+    write_report(out, results)
     print(format_table(results), flush=True)
+    print(f"results.json, report.md, eval_details.jsonl (transcripts), models and logs in {out}", flush=True)
     return results
 
 
@@ -141,3 +143,37 @@ def format_table(results: dict[str, Any]) -> str:
     gain = results["grpo"]["accuracy"] - results["sft"]["accuracy"]
     lines.append(f"GRPO - SFT: {gain * 100:+.1f} points; wall time {results['wall_time_s']:.0f} s")
     return "\n".join(lines)
+
+
+def write_report(out: Path, results: dict[str, Any]) -> Path:
+    """report.md: accuracy and the tool metrics before/after, and one question both ways (from eval_details.jsonl)."""
+    import json
+
+    lines = ["# Tool demo: GRPO learns to call the calculator", "",
+             f"Held-out, greedy, {results['grpo']['num_questions']} questions, calculator available (seed {results['seed']}).",
+             "", "| model | accuracy | tool-call rate | failed calls | calls/question | out of turns |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for key, name in (("sft", "SFT"), ("grpo", "GRPO")):
+        r = results[key]
+        lines.append(f"| {name} | {r['accuracy']:.1%} | {r['tool_call_rate']:.1%} | {r['failed_call_rate']:.1%} | "
+                     f"{r['mean_calls']:.2f} | {r['turns_exhausted_rate']:.1%} |")
+    details = {}
+    for key in ("sft", "grpo"):
+        path = out / key / "eval_details.jsonl"
+        details[key] = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    pairs = [(s, g) for s, g in zip(details["sft"], details["grpo"]) if g["correct"] and not s["correct"]]
+    if pairs:
+        sft, grpo = pairs[0]
+        lines += ["", f"## {grpo['question']} (answer {grpo['ground_truth']})", ""]
+        for name, row in (("SFT", sft), ("GRPO", grpo)):
+            lines.append(f"**{name}**" + ("" if row["correct"] else " (wrong)") + ":")
+            lines += [f"- {m['role']}: {_message_text(m)}" for m in row["transcript"]]
+            lines.append("")
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    calls = [f"call {c['function']['name']}({c['function']['arguments']})" for c in message.get("tool_calls") or []]
+    return " ".join(filter(None, [str(message.get("content") or ""), *calls]))
