@@ -440,3 +440,26 @@ def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None
     report = write_report(tmp_path, results).read_text()
     assert "| SFT | 0.0% | 0.0% |" in report and "| GRPO | 100.0% | 100.0% |" in report
     assert "call calculator({'expression': '347 * 56'})" in report and "- tool: 19432" in report
+
+
+def test_sft_on_transcripts_trains_the_assistant_tokens_only(tmp_path: Path) -> None:
+    from hello_agents.rl.actions import parse
+    from hello_agents.rl.agentic.tiny import build_tiny_tool_model
+    from hello_agents.rl.data.multiplication import make_dataset
+    from hello_agents.rl.models import load_model, load_tokenizer
+    from hello_agents.rl.trainers.build import build_trainer
+
+    model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
+    rows = make_dataset("train", 4, seed=0, tool_rate=1.0)
+    cfg = parse({"action": "train", "algorithm": "sft", "model_name": model, "dataset": rows, "tools": ["calculator"],
+                 "output_dir": str(tmp_path / "sft"), "use_lora": False, "report_to": "none", "max_steps": 1})
+    tokenizer = load_tokenizer(model)
+    trainer = build_trainer(cfg, load_model(model), tokenizer, rows, None, None, [], "cpu", False)
+    batch = trainer.data_collator([trainer.train_dataset[0]])
+    ids, labels = batch["input_ids"][0], batch["labels"][0]
+    trained = tokenizer.decode(ids[labels != -100])
+    untrained = tokenizer.decode(ids[labels == -100])
+    answer = rows[0]["ground_truth"]
+    assert "<tool_call>" in trained and f"Final Answer: {answer}" in trained  # the assistant's two turns
+    assert "<tool_response>" in untrained and "Tools: calculator" in untrained  # the tool result and the prompt
+    assert "<tool_response>" not in trained and trained.count(answer) == 1  # the result is not learned as output
