@@ -20,8 +20,6 @@ from pathlib import Path
 
 TARGETS = {"mean_gain": 30.0, "min_gain": 20.0, "max_wall_s": 360.0}
 QUICK_TARGETS = {"mean_gain": 15.0, "min_gain": 15.0, "max_wall_s": 180.0}  # CI: tests/test_demo_tools.py
-README = Path(__file__).resolve().parents[1] / "README.md"
-START, END = "<!-- demo-tools:start -->\n", "<!-- demo-tools:end -->"
 
 
 def run_seed(seed: int, out: Path, quick: bool, reuse: bool = False) -> dict:
@@ -79,13 +77,6 @@ def check(summary: dict[str, float], targets: dict[str, float]) -> list[str]:
     )]
 
 
-def write_readme(text: str) -> None:
-    readme = README.read_text(encoding="utf-8")
-    head, rest = readme.split(START)
-    _, tail = rest.split(END)
-    README.write_text(head + START + text + END + tail, encoding="utf-8")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -114,7 +105,9 @@ def main() -> int:
     print(report)
     (root / "summary.json").write_text(json.dumps({"summary": summary, "verdicts": verdicts}, indent=2))
     if args.readme:
-        write_readme(report)
+        from hello_agents.rl.readme import write_block
+
+        write_block("demo-tools", report)
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1
 
 

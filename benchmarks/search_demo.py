@@ -125,11 +125,9 @@ def markdown(result: dict, summary: dict, args: argparse.Namespace) -> str:
 def write_docs(text: str, result: dict) -> None:
     for plot in result["plots"]:
         shutil.copyfile(plot, DOCS / f"search_{Path(plot).name}")
-    doc = DOCS / "search.md"
-    start, end = "<!-- search-demo:start -->\n", "<!-- search-demo:end -->"
-    head, rest = doc.read_text(encoding="utf-8").split(start)
-    _, tail = rest.split(end)
-    doc.write_text(head + start + text + "\n" + end + tail, encoding="utf-8")
+    from hello_agents.rl.readme import write_block
+
+    write_block("search-demo", text + "\n", DOCS / "search.md")
 
 
 if __name__ == "__main__":
