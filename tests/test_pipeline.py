@@ -50,3 +50,30 @@ def test_pipeline_cli_validates_before_training(tmp_path: Path, capsys) -> None:
         main(["pipeline", "--config", str(config), "--output_dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2 and "grpo.kl_coeff" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_pipeline_with_tools_evaluates_every_stage_with_them(tmp_path: Path) -> None:
+    from hello_agents.rl.agentic.tiny import build_tiny_tool_model
+
+    model = str(build_tiny_tool_model(tmp_path / "tiny_tools"))
+    root = tmp_path / "pipeline"
+    result = RLTrainingTool().run({
+        "action": "pipeline", "model_name": model, "output_dir": str(root), "dataset": "multiplication",
+        "tools": ["calculator"], "max_tool_turns": 2, "max_samples": 16, "report_to": "none",
+        "sft": {"max_steps": 2, "batch_size": 8},
+        "grpo": {"max_steps": 1, "batch_size": 2, "num_generations": 2, "max_new_tokens": 24},
+        "evaluation": {"max_samples": 4, "max_new_tokens": 24},
+    })
+    assert [row["model"] for row in result["comparison"]] == ["base", "sft", "grpo"]
+    assert all("tool_call_rate" in row and "failed_call_rate" in row for row in result["comparison"])
+    header = next(line for line in (root / "report.md").read_text().splitlines() if line.startswith("| Model"))
+    assert "Tool calls" in header and "Failed calls" in header
+
+
+def test_pipeline_and_search_evaluate_with_the_training_tools(tmp_path: Path) -> None:
+    from hello_agents.rl.actions import parse
+
+    pipeline = parse({"action": "pipeline", "dataset": "multiplication", "tools": ["calculator"], "max_tool_turns": 3,
+                      "output_dir": str(tmp_path / "p")})
+    evaluation = pipeline.evaluation_config(str(tmp_path))
+    assert evaluation.tools == ["calculator"] and evaluation.max_tool_turns == 3 and evaluation.split == "test"

@@ -432,10 +432,7 @@ class PipelineConfig(TrainConfig):
         return _nested(TrainConfig, params, algorithm)
 
     def evaluation_config(self, model_path: str) -> "EvaluateConfig":
-        keys = (set(DataConfig.model_fields) - {"action", "split", "max_samples"}) | {"trust_remote_code", "enable_thinking"}
-        shared = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in keys}
-        params = {"max_samples": 200, **shared, "action": "evaluate", "split": "test", **self.evaluation}
-        return _nested(EvaluateConfig, {**params, "model_path": model_path}, "evaluation")
+        return evaluation_of(self.model_dump(exclude_unset=True), self.evaluation, model_path)
 
     @model_validator(mode="after")
     def _stages_are_valid(self) -> "PipelineConfig":
@@ -443,6 +440,20 @@ class PipelineConfig(TrainConfig):
         self.stage("grpo", model_name=self.model_name)  # the SFT model does not exist yet: check the rest
         self.evaluation_config(self.model_name)
         return self
+
+
+# The train keys an evaluation of the trained model inherits: its data and prompt, code trust, and tool use.
+EVALUATION_KEYS = (set(DataConfig.model_fields) - {"action", "split", "max_samples"}) | {
+    "trust_remote_code", "enable_thinking", "tools", "max_tool_turns",
+}
+
+
+def evaluation_of(train_keys: dict[str, Any], evaluation: dict[str, Any], model_path: str) -> "EvaluateConfig":
+    """How pipeline and search evaluate a model they trained: 200 held-out questions (the test split) with the
+    training's data, prompt and tool keys, then the user's `evaluation` keys over them."""
+    shared = {k: v for k, v in train_keys.items() if k in EVALUATION_KEYS}
+    params = {"max_samples": 200, **shared, "action": "evaluate", "split": "test", **evaluation}
+    return _nested(EvaluateConfig, {**params, "model_path": model_path}, "evaluation")
 
 
 def _nested(model: type[BaseModel], params: dict[str, Any], section: str) -> Any:
@@ -623,12 +634,8 @@ class SearchConfig(_Base):
         return _nested(TrainConfig, {**self.base, **params, "action": "train", "output_dir": folder}, "base")
 
     def evaluation_config(self, model_path: str) -> EvaluateConfig:
-        keys = (set(DataConfig.model_fields) - {"action", "split", "max_samples"}) | {"trust_remote_code", "enable_thinking"}
-        shared = {k: v for k, v in self.base.items() if k in keys}
-        if "max_new_tokens" in self.base:
-            shared["max_new_tokens"] = self.base["max_new_tokens"]
-        params = {"max_samples": 200, **shared, "action": "evaluate", "split": "test", **self.evaluation}
-        return _nested(EvaluateConfig, {**params, "model_path": model_path}, "evaluation")
+        answer_length = {"max_new_tokens": self.base["max_new_tokens"]} if "max_new_tokens" in self.base else {}
+        return evaluation_of(self.base, {**answer_length, **self.evaluation}, model_path)
 
 
 _SEARCH_OWNS = {"output_dir", "overwrite_output_dir", "resume_from_checkpoint"}
