@@ -83,6 +83,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     device, dtype = pick_device_dtype(train_all_weights=not cfg.use_lora)
     cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_name)  # the prompt the starting model was trained on
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
+    prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking}
     check_schedule(cfg, len(train_data), world_size())
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
@@ -98,10 +99,10 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     callbacks = [monitor, nonfinite, interrupt, *extra_callbacks]  # extra: e.g. the search's pruning reporter
     bf16 = dtype == torch.bfloat16
     reward_fn = None
-    if cfg.algorithm == "grpo":
+    if cfg.algorithm == "grpo" and agentic.uses_tools(cfg):  # the answer after the last tool call, bounded shaping
+        reward_fn = agentic.trajectory_reward(cfg)
+    elif cfg.algorithm == "grpo":
         reward_fn = to_trl_reward(build_reward(cfg.reward_type, cfg.reward_config), cfg.reward_failure_value)
-        if agentic.uses_tools(cfg):  # the answer after the last tool call, plus bounded tool shaping
-            reward_fn = agentic.trajectory_reward(cfg)
     trainer = build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
     if cfg.algorithm == "grpo":
         _add_grpo_callbacks(cfg, trainer)
@@ -114,12 +115,10 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     status = "interrupted" if interrupt.requested else "failed" if broken else "completed"
     model_path = ""
     if status == "completed":  # every rank: DeepSpeed/FSDP gather their shards to save; rank 0 writes
-        prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking}
         model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora, prompt)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
-    result["prompt"] = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking,
-                        "source": prompt_source}
+    result["prompt"] = {**prompt, "source": prompt_source}
     if broken:
         result["error"] = broken
         print(f"[stopped] {broken}", flush=True)
