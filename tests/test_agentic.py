@@ -196,9 +196,9 @@ def documented(city: str, days: int = 1) -> str:
 
 def test_chat_template_without_tools_is_refused_before_the_model_loads(tiny_model: str, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import hello_agents.rl.models as models
+    import hello_agents.rl.trainers.run as run  # imported before patching: the patch must not outlive the test
 
-    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    monkeypatch.setattr(run, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
     out = tmp_path / "run"
     with pytest.raises(ConfigError) as caught:
         RLTrainingTool().run({"action": "train", "algorithm": "grpo", "model_name": tiny_model, "dataset": "multiplication",
