@@ -30,7 +30,7 @@ QUICK_TARGETS = {"mean_gain": 10.0, "min_gain": 10.0, "min_no_carry_change": -15
 
 
 def run_seed(seed: int, out: Path, quick: bool) -> dict:
-    command = [sys.executable, "-m", "hello_agents.rl.cli", "demo", "--output-dir", str(out), "--seed", str(seed)]
+    command = [sys.executable, "-m", "hello_agents_rl.cli", "demo", "--output-dir", str(out), "--seed", str(seed)]
     started = time.time()
     with (out.parent / f"{out.name}.log").open("w") as log:  # the training lines, kept out of the table
         subprocess.run(command + (["--quick"] if quick else []), check=True, stdout=log, stderr=subprocess.STDOUT)
@@ -99,7 +99,7 @@ def record(runs: dict[int, dict], command: str) -> dict:
 
 def render_readme(recorded: dict) -> str:
     """The README's demo block, from docs/demo_seeds.json and the test margin in the code."""
-    from hello_agents.rl.demo import QUICK_TEST_MARGIN
+    from hello_agents_rl.demo import QUICK_TEST_MARGIN
 
     seeds = recorded["seeds"]
     first_seed, first = next(iter(seeds.items()))
@@ -158,7 +158,7 @@ def main() -> int:
     print(text)
     print("\n".join(verdicts))
     if args.readme:
-        from hello_agents.rl.readme import write_block
+        from hello_agents_rl.readme import write_block
 
         seeds = " ".join(map(str, args.seeds))
         options = f"{' --quick' if args.quick else ''}{f' --threads {args.threads}' if args.threads else ''}"

@@ -29,7 +29,7 @@ def run_seed(seed: int, out: Path, quick: bool, reuse: bool = False) -> dict:
         results.update(json.loads(timing.read_text()) if timing.is_file()
                        else {"process_wall_s": results["wall_time_s"]})  # older runs: the demo's own clock
         return results
-    command = [sys.executable, "-m", "hello_agents.rl.cli", "demo", "--task", "tools", "--output-dir", str(out),
+    command = [sys.executable, "-m", "hello_agents_rl.cli", "demo", "--task", "tools", "--output-dir", str(out),
                "--seed", str(seed)] + (["--quick"] if quick else [])
     started, cpu_before = time.time(), _children_cpu()
     with (out.parent / f"{out.name}.log").open("w") as log:
@@ -105,7 +105,7 @@ def main() -> int:
     print(report)
     (root / "summary.json").write_text(json.dumps({"summary": summary, "verdicts": verdicts}, indent=2))
     if args.readme:
-        from hello_agents.rl.readme import write_block
+        from hello_agents_rl.readme import write_block
 
         write_block("demo-tools", report)
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1

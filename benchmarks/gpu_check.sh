@@ -29,7 +29,7 @@ if ! cuda_ok "$PYTHON"; then
   echo "no CUDA device visible to $PYTHON (torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>&1))" >&2
   exit 99
 fi
-if ! "$PYTHON" -c "import hello_agents.rl" 2>/dev/null; then
+if ! "$PYTHON" -c "import hello_agents_rl" 2>/dev/null; then
   echo "installing this package into $PYTHON (dependencies must already be there)"
   "$PYTHON" -m pip install -q --no-deps -e . || { echo "pip install -e . failed" >&2; exit 98; }
 fi
@@ -58,7 +58,7 @@ part() {  # part NAME TIMEOUT_S COMMAND...: run, time, log to $OUT/NAME.log, rem
 
 # 1. The demo on CUDA.
 if [ "$DRY_RUN" != 1 ]; then
-  part demo 150 "$PYTHON" -m hello_agents.rl.cli demo --quick --output-dir "$OUT/demo"
+  part demo 150 "$PYTHON" -m hello_agents_rl.cli demo --quick --output-dir "$OUT/demo"
 fi
 
 # 2. GRPO step throughput and memory, Qwen3-0.6B shape, bf16 (pick_device_dtype), checkpointing off/on.
@@ -69,7 +69,7 @@ part grpo_step 210 "$PYTHON" benchmarks/gpu_grpo_step.py --out "$OUT/grpo_step" 
 # 3. FSDP2 on one GPU: SFT with LoRA on the tiny model, final adapter + merged model saved collectively.
 # (Without a GPU our trainers set use_cpu and accelerate falls back to plain data parallel.)
 mkdir -p "$OUT/fsdp"
-"$PYTHON" -m hello_agents.rl.cli tiny-model "$OUT/fsdp/tiny" > /dev/null 2>&1
+"$PYTHON" -m hello_agents_rl.cli tiny-model "$OUT/fsdp/tiny" > /dev/null 2>&1
 cat > "$OUT/fsdp/run.yaml" <<EOF
 algorithm: sft
 model_name: $OUT/fsdp/tiny

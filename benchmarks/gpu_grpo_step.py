@@ -35,7 +35,7 @@ SHAPES = {
 def build_model(out: Path, shape: str) -> Path:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from hello_agents.rl.models import build_tiny_model, load_tokenizer
+    from hello_agents_rl.models import build_tiny_model, load_tokenizer
 
     tokenizer = load_tokenizer(str(build_tiny_model(out / "tiny")))
     ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in

@@ -68,8 +68,8 @@ def prepare(workdir: Path) -> str:
 
 
 def _prepare_child(workdir: Path) -> None:
-    from hello_agents.rl.data.arithmetic import make_dataset
-    from hello_agents.rl.models import build_tiny_model
+    from hello_agents_rl.data.arithmetic import make_dataset
+    from hello_agents_rl.models import build_tiny_model
     from hello_agents.tools import RLTrainingTool
 
     tiny = build_tiny_model(workdir / "tiny", seed=0)
@@ -109,15 +109,15 @@ class TrainTimer:
 
 
 def held_out_accuracy(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> float:
-    from hello_agents.rl.data.arithmetic import make_dataset
-    from hello_agents.rl.evaluate import evaluate_model
+    from hello_agents_rl.data.arithmetic import make_dataset
+    from hello_agents_rl.evaluate import evaluate_model
 
     rows = list(make_dataset("test", None, 0))
     return evaluate_model(model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=125)["accuracy"]
 
 
 def run_ours(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts: Any) -> tuple[list[dict], Any, Any]:
-    from hello_agents.rl.models import load_model, load_tokenizer
+    from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents.tools import RLTrainingTool
 
     result = RLTrainingTool().run({
@@ -137,7 +137,7 @@ def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from hello_agents.rl.rewards import accuracy_score
+    from hello_agents_rl.rewards import accuracy_score
 
     def accuracy(completions: list, ground_truth: list, **kwargs: Any) -> list[float]:
         return [accuracy_score(c[0]["content"], truth) for c, truth in zip(completions, ground_truth)]
@@ -165,7 +165,7 @@ def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts
 
 
 def child(variant: str, workload: str, seed: int, model_path: str, out: Path) -> dict[str, Any]:
-    from hello_agents.rl.data.arithmetic import make_dataset
+    from hello_agents_rl.data.arithmetic import make_dataset
 
     TrainTimer.install()
     spec = WORKLOADS[workload]

@@ -37,19 +37,19 @@ WORKLOAD = {"steps": 120, "batch_size": 16, "learning_rate": 2e-3, "max_length":
 
 
 def _data(seed: int) -> Any:
-    from hello_agents.rl.data.arithmetic import make_dataset
+    from hello_agents_rl.data.arithmetic import make_dataset
 
     return make_dataset("train", WORKLOAD["steps"] * WORKLOAD["batch_size"], seed=2000 + seed)
 
 
 def run_ours(model_path: str, seed: int, out: Path, padding_free: bool, fast_dropout: bool = False) -> tuple[list[dict], Any, Any]:
-    from hello_agents.rl.models import load_model, load_tokenizer
+    from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents.tools import RLTrainingTool
 
     if fast_dropout:  # kept from before it was the default (trainers/build.py): a no-op on top of it now
         from trl import SFTTrainer
 
-        from hello_agents.rl.trainers.fast import use_fast_dropout
+        from hello_agents_rl.trainers.fast import use_fast_dropout
 
         original_init = SFTTrainer.__init__
 
@@ -60,7 +60,7 @@ def run_ours(model_path: str, seed: int, out: Path, padding_free: bool, fast_dro
         SFTTrainer.__init__ = init
 
     if padding_free:  # an experiment: our mapping plus TRL's padding_free (not a config key of ours)
-        from hello_agents.rl.trainers import sft as sft_module
+        from hello_agents_rl.trainers import sft as sft_module
 
         original = sft_module.trl_args
         sft_module.trl_args = lambda cfg, *a, **k: {**original(cfg, *a, **k), "padding_free": True, "max_length": None}
@@ -163,7 +163,7 @@ def main() -> None:
         print("RESULT " + json.dumps(child(args.child, args.seed, args.model, Path(args.out))), flush=True)
         return
     workdir.mkdir(parents=True, exist_ok=True)
-    from hello_agents.rl.models import build_tiny_model
+    from hello_agents_rl.models import build_tiny_model
 
     tiny = workdir / "tiny"  # SFT starts from the random tiny model (grpo_throughput.py builds the same one)
     if not (tiny / "config.json").is_file():

@@ -72,7 +72,7 @@ def main(dump_dir: str, args: list[str]) -> int:
         save_file(weights, str(dump / f"weights-rank{rank}.safetensors"))
         return output
 
-    import hello_agents.rl.actions as actions
+    import hello_agents_rl.actions as actions
 
     run = actions.run  # what the tool and the CLI both call
 
@@ -86,11 +86,11 @@ def main(dump_dir: str, args: list[str]) -> int:
     if os.environ.get("PROBE_COLLECTIVE_SAVE") == "1":
         # Take the DeepSpeed/FSDP branch of the final save under plain DDP: every rank calls
         # trainer.save_model, rank 0 merges the saved adapter on CPU. Lets CPU tests reach that code.
-        import hello_agents.rl.outputs as outputs
+        import hello_agents_rl.outputs as outputs
 
         outputs.saves_collectively = lambda trainer: True
     if args[0] == "--cli":
-        from hello_agents.rl.cli import main as cli_main
+        from hello_agents_rl.cli import main as cli_main
 
         cli_main(args[1:])  # exits with the command's status
         return 0

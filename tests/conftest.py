@@ -12,7 +12,7 @@ GSM8K_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gs
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from hello_agents.rl.models import build_tiny_model
+    from hello_agents_rl.models import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0))
 

@@ -50,8 +50,8 @@ class _CrashAtStep(TrainerCallback):
 
 
 def test_resume_continues_with_the_adapted_beta(tiny_model: str, tmp_path: Path) -> None:
-    from hello_agents.rl.actions import parse
-    from hello_agents.rl.trainers.run import train
+    from hello_agents_rl.actions import parse
+    from hello_agents_rl.trainers.run import train
 
     out = tmp_path / "run"
     # a range so narrow that step 2's KL falls outside it: beta moves before the checkpoint

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hello_agents.rl import ConfigError
-from hello_agents.rl.cli import main
+from hello_agents_rl import ConfigError
+from hello_agents_rl.cli import main
 from hello_agents.tools import RLTrainingTool
 
 
@@ -94,7 +94,7 @@ def test_missing_chat_template_falls_back_to_chatml(tiny_model: str, tmp_path: P
     import json
     import shutil
 
-    from hello_agents.rl.models import load_tokenizer
+    from hello_agents_rl.models import load_tokenizer
 
     folder = tmp_path / "no_template"
     shutil.copytree(tiny_model, folder)
@@ -169,6 +169,6 @@ def test_cli_flag_errors(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_process_exit_status() -> None:
-    proc = subprocess.run([sys.executable, "-m", "hello_agents.rl.cli", "train", "--lora_rank", "0"],
+    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "train", "--lora_rank", "0"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "lora_rank" in proc.stderr and "Traceback" not in proc.stderr

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hello_agents.rl import ConfigError
-from hello_agents.rl.actions import parse
-from hello_agents.rl.config import TrainConfig
-from hello_agents.rl.trainers.args import trl_args
+from hello_agents_rl import ConfigError
+from hello_agents_rl.actions import parse
+from hello_agents_rl.config import TrainConfig
+from hello_agents_rl.trainers.args import trl_args
 from hello_agents.tools import RLTrainingTool
 
 SEED_FIRST = {
@@ -146,13 +146,14 @@ def test_vllm_options_map_and_fail_clearly_without_vllm_or_gpu() -> None:
 
 
 def test_one_action_table_serves_tool_cli_and_parser() -> None:
-    from hello_agents.rl.actions import ACTIONS
-    from hello_agents.rl.cli import COMMANDS, build_parser
+    from hello_agents_rl.actions import ACTIONS
+    from hello_agents_rl.cli import COMMANDS, build_parser
     from hello_agents.tools import RLTrainingTool
 
     subcommands = build_parser()._subparsers._group_actions[0].choices  # argparse keeps them here
     assert {COMMANDS[c] for c in subcommands if c in COMMANDS} == set(ACTIONS)
-    assert set(RLTrainingTool().get_parameters()) == set(ACTIONS)
+    action_key = RLTrainingTool().get_parameters()[0]
+    assert action_key["name"] == "action" and all(name in action_key["description"] for name in ACTIONS)
     for name, action in ACTIONS.items():
         assert isinstance(parse({"action": name, **_required(action.config)}), action.config)
 
@@ -166,8 +167,8 @@ def _required(model: type) -> dict:
 def test_config_layer_imports_no_engine() -> None:
     import ast
 
-    source = (Path(__file__).resolve().parents[1] / "src/hello_agents/rl/config.py").read_text()
+    source = (Path(__file__).resolve().parents[1] / "src/hello_agents_rl/config.py").read_text()
     imported = [n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) and n.module]
-    allowed = {"hello_agents.rl.errors", "hello_agents.rl.rewards"}  # rewards validate their own parameters
-    allowed.add("hello_agents.rl.agentic.checks")  # so do tools (pure Python: no torch, no model)
-    assert not [m for m in imported if m.startswith("hello_agents.rl.") and m not in allowed]
+    allowed = {"hello_agents_rl.errors", "hello_agents_rl.rewards"}  # rewards validate their own parameters
+    allowed.add("hello_agents_rl.agentic.checks")  # so do tools (pure Python: no torch, no model)
+    assert not [m for m in imported if m.startswith("hello_agents_rl.") and m not in allowed]

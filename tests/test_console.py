@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from hello_agents.rl.actions import parse
-from hello_agents.rl.trainers.args import trl_args
+from hello_agents_rl.actions import parse
+from hello_agents_rl.trainers.args import trl_args
 from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "hello_agents"
+SRC = Path(__file__).resolve().parents[1] / "src" / "hello_agents_rl"
 TINY_SFT = {"action": "train", "algorithm": "sft", "dataset": "arithmetic", "max_samples": 12, "batch_size": 4,
             "num_epochs": 1, "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2, "report_to": "none"}
 TINY_GRPO = {"action": "train", "algorithm": "grpo", "dataset": "arithmetic", "max_samples": 4,
@@ -35,7 +35,7 @@ def test_log_lines_in_a_file_are_whole_lines(tiny_model: str, tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as most users run: stdout buffered
     env |= {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as sink:
-        done = subprocess.run([sys.executable, "-m", "hello_agents.rl.cli", "train", f"--model_name={tiny_model}",
+        done = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "train", f"--model_name={tiny_model}",
                                f"--output_dir={tmp_path / 'out'}", "--max_steps=3", *flags],
                               stdout=sink, stderr=subprocess.STDOUT, env=env, timeout=300)
     text = log.read_bytes().decode()  # bytes as written: a carriage return is not a line break here

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from datasets import Dataset
 
-from hello_agents.rl import ConfigError
-from hello_agents.rl.actions import parse
-from hello_agents.rl.data import arithmetic, load
+from hello_agents_rl import ConfigError
+from hello_agents_rl.actions import parse
+from hello_agents_rl.data import arithmetic, load
 from hello_agents.tools import RLTrainingTool
 
 

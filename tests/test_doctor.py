@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hello_agents.rl.trainers.doctor import Doctor
+from hello_agents_rl.trainers.doctor import Doctor
 
 
 def _run(stream: list[dict]) -> list[str]:
@@ -53,15 +53,15 @@ def test_rule_rearms_after_the_condition_clears() -> None:
 
 
 def test_thresholds_are_configurable() -> None:
-    from hello_agents.rl.config import Thresholds
+    from hello_agents_rl.config import Thresholds
 
     doctor = Doctor(5e-5, 0.05, 256, Thresholds(kl_high=0.02, patience=1))
     assert doctor.observe(1, {"kl": 0.03}) and "0.02" in doctor.findings[0]
 
 
 def test_thresholds_from_the_config() -> None:
-    from hello_agents.rl import ConfigError
-    from hello_agents.rl.actions import parse
+    from hello_agents_rl import ConfigError
+    from hello_agents_rl.actions import parse
 
     assert parse({"doctor_thresholds": {"kl_high": 0.3}, "output_dir": "/tmp/x"}).doctor_thresholds == {"kl_high": 0.3}
     with pytest.raises(ConfigError, match="doctor_thresholds.kl_hgh.*kl_high"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hello_agents.rl.data import arithmetic
+from hello_agents_rl.data import arithmetic
 from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hello_agents.rl.trainers import fast
+from hello_agents_rl.trainers import fast
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +22,11 @@ def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     """The project's GRPO trainer and plain TRL's, built by build_trainer from one config, same LoRA weights."""
     from trl import GRPOTrainer
 
-    from hello_agents.rl import data as data_layer
-    from hello_agents.rl.config import TrainConfig
-    from hello_agents.rl.models import load_model, load_tokenizer
-    from hello_agents.rl.rewards import build_reward, to_trl_reward
-    from hello_agents.rl.trainers import build
+    from hello_agents_rl import data as data_layer
+    from hello_agents_rl.config import TrainConfig
+    from hello_agents_rl.models import load_model, load_tokenizer
+    from hello_agents_rl.rewards import build_reward, to_trl_reward
+    from hello_agents_rl.trainers import build
 
     cfg = TrainConfig(algorithm="grpo", model_name=tiny_model, output_dir=str(tmp_path), dataset="arithmetic",
                       max_samples=8, batch_size=2, num_generations=4, max_new_tokens=16, lora_rank=8, lora_alpha=16,

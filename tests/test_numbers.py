@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import hello_agents.rl.evaluate as evaluate
-from hello_agents.rl.analysis import error_kind, error_summary, wrong_steps
-from hello_agents.rl.evaluate import Sample, evaluate_model, pass_at
-from hello_agents.rl.rewards import build_reward, follows_format, group_advantages, to_trl_reward
+import hello_agents_rl.evaluate as evaluate
+from hello_agents_rl.analysis import error_kind, error_summary, wrong_steps
+from hello_agents_rl.evaluate import Sample, evaluate_model, pass_at
+from hello_agents_rl.rewards import build_reward, follows_format, group_advantages, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 
 ROWS = [
@@ -200,7 +200,7 @@ QUESTION = "Tom has 48 apples and buys 24 more. How many apples does he have?"
     ("48 * 24 = 1,152. Final Answer: 1152", "reasoning"),
 ])
 def test_each_wrong_answer_gets_one_kind_by_the_documented_rules(completion: str, kind: str | None) -> None:
-    from hello_agents.rl.rewards import extract_answer
+    from hello_agents_rl.rewards import extract_answer
 
     assert error_kind(QUESTION, completion, extract_answer(completion), Fraction(72)) == kind
 

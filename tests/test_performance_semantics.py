@@ -1,4 +1,4 @@
-"""The speed-ups keep TRL's semantics (src/hello_agents/rl/trainers/fast.py, docs/performance.md).
+"""The speed-ups keep TRL's semantics (src/hello_agents_rl/trainers/fast.py, docs/performance.md).
 
 The lean sampler and the shared-prompt forwards must produce what the slow paths produce: the same
 greedy tokens as `model.generate`, the log-probabilities TRL's training forward computes, the same
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_agents.rl.trainers import fast
+from hello_agents_rl.trainers import fast
 
 TEMPERATURE = 0.8
 

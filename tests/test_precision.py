@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hello_agents.rl.actions import parse
-from hello_agents.rl.trainers import run
-from hello_agents.rl.trainers.args import trl_args
+from hello_agents_rl.actions import parse
+from hello_agents_rl.trainers import run
+from hello_agents_rl.trainers.args import trl_args
 
 
 class _Built(Exception):

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from hello_agents.rl.actions import markdown_tables
-from hello_agents.rl.readme import read_block
+from hello_agents_rl.actions import markdown_tables
+from hello_agents_rl.readme import read_block
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -21,7 +21,7 @@ from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow
 
-LOGGER = "hello_agents.rl.models"
+LOGGER = "hello_agents_rl.models"
 
 
 def _smollm2_gguf() -> Path:
@@ -59,7 +59,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def smol(cache: Path) -> Iterator[tuple[Path, Path, list[str]]]:
     """The first use of `model_name: file.gguf` dequantizes it into the cache (once for the module)."""
-    from hello_agents.rl.models import resolve_model_source
+    from hello_agents_rl.models import resolve_model_source
 
     gguf = _smollm2_gguf()
     messages, logger = _Messages(), logging.getLogger(LOGGER)
@@ -75,7 +75,7 @@ def smol(cache: Path) -> Iterator[tuple[Path, Path, list[str]]]:
 
 
 def test_gguf_dequantized_once_into_the_cache(smol: tuple, cache: Path) -> None:
-    from hello_agents.rl.models import load_tokenizer, resolve_model_source
+    from hello_agents_rl.models import load_tokenizer, resolve_model_source
 
     gguf, folder, messages = smol
     assert folder.parent == cache / "gguf" and (folder / "model.safetensors").is_file()
@@ -91,7 +91,7 @@ def test_gguf_dequantized_once_into_the_cache(smol: tuple, cache: Path) -> None:
 
 
 def test_import_gguf_command(smol: tuple, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hello_agents.rl.cli import run
+    from hello_agents_rl.cli import run
 
     gguf, cached, _ = smol
     out = tmp_path / "smollm2"

@@ -1,4 +1,4 @@
-"""Tests for hello_agents.rl.rewards: extraction, reward terms, config validation, TRL adapter."""
+"""Tests for hello_agents_rl.rewards: extraction, reward terms, config validation, TRL adapter."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hello_agents.rl.errors import ConfigError
-from hello_agents.rl.rewards import (
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.rewards import (
     REWARD_TYPES,
     Reward,
     RewardComponent,

@@ -8,9 +8,9 @@ import jsonschema
 import pytest
 from pydantic import TypeAdapter
 
-from hello_agents.rl.actions import ACTIONS
-from hello_agents.rl.config import describe_fields
-from hello_agents.rl.schema import json_schema, openai_tools
+from hello_agents_rl.actions import ACTIONS
+from hello_agents_rl.config import describe_fields
+from hello_agents_rl.schema import json_schema, openai_tools
 from hello_agents.tools import RLTrainingTool
 
 # The book's calls (section 11.4 and the README), verbatim apart from the "..." placeholders.
@@ -103,10 +103,18 @@ def test_openai_tools_are_valid_function_tools() -> None:
     assert openai_tools(["train"])[0]["function"]["parameters"]["additionalProperties"] is False
 
 
-def test_the_old_parameter_listing_still_works() -> None:
+def test_the_parameter_listing_is_hello_agents_shape_and_follows_the_schema() -> None:
     tool = RLTrainingTool()
-    params = tool.get_parameters()
-    assert {p["name"] for p in params["train"]} >= {"kl_coef", "num_generations"}
+    params = {p["name"]: p for p in tool.get_parameters()}
+    assert {"kl_coef", "num_generations", "model_path"} <= set(params)
+    assert all(set(p) == {"name", "type", "description", "required", "default"} for p in params.values())
+    # types and defaults come from the same schema the JSON callers get; which actions read a key is said
+    train = json_schema("train")["properties"]
+    assert params["kl_coef"]["type"] == train["kl_coef"]["type"] == "number"
+    assert params["kl_coef"]["default"] == train["kl_coef"]["default"]
+    assert params["num_generations"]["type"] == "integer" and params["use_lora"]["type"] == "boolean"
+    assert "(actions: evaluate" in params["model_path"]["description"]
+    assert [p["name"] for p in params.values() if p["required"]] == ["action"]
     assert tool.json_schema("evaluate")["required"] == ["model_path"]
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hello_agents.rl import ConfigError
-from hello_agents.rl.serve import model_folder, plan
+from hello_agents_rl import ConfigError
+from hello_agents_rl.serve import model_folder, plan
 from hello_agents.tools import RLTrainingTool
 
 
@@ -54,7 +54,7 @@ def test_the_served_model_answers_as_evaluate_does(lora_run: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    server = subprocess.Popen([sys.executable, "-m", "hello_agents.rl.cli", "serve", str(lora_run), "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.cli", "serve", str(lora_run), "--port", str(port),
                                "--engine", "transformers"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         evaluation = RLTrainingTool().run({"action": "evaluate", "model_path": str(lora_run), "dataset": "arithmetic",

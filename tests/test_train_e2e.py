@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hello_agents.rl import ConfigError
+from hello_agents_rl import ConfigError
 from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow

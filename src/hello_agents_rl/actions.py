@@ -1,0 +1,77 @@
+"""The one table of actions: name -> config model and handler. The tool, the CLI and the README read it.
+
+Handlers are named as "module:function" and imported only when the action runs, so validation and
+`--help` load no model code, and the config layer below stays free of engines.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from hello_agents_rl.config import (
+    CompareConfig,
+    CreateRewardConfig,
+    EvaluateConfig,
+    ExportConfig,
+    LoadDatasetConfig,
+    PipelineConfig,
+    SearchConfig,
+    TrainConfig,
+    did_you_mean,
+    validate,
+)
+from hello_agents_rl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Action:
+    config: type[BaseModel]
+    handler: str  # "module:function" taking the validated config, returning the result dict
+
+    def run(self, cfg: BaseModel) -> dict[str, Any]:
+        module, _, function = self.handler.partition(":")
+        return getattr(importlib.import_module(module), function)(cfg)
+
+
+ACTIONS: dict[str, Action] = {
+    "train": Action(TrainConfig, "hello_agents_rl.trainers.run:train"),
+    "evaluate": Action(EvaluateConfig, "hello_agents_rl.evaluate:run"),
+    "compare": Action(CompareConfig, "hello_agents_rl.evaluate:compare"),
+    "pipeline": Action(PipelineConfig, "hello_agents_rl.pipeline:run_pipeline"),
+    "export": Action(ExportConfig, "hello_agents_rl.export:run"),
+    "load_dataset": Action(LoadDatasetConfig, "hello_agents_rl.data:describe"),
+    "create_reward": Action(CreateRewardConfig, "hello_agents_rl.rewards:score_completions"),
+    "search": Action(SearchConfig, "hello_agents_rl.search:run"),
+}
+
+
+def parse(params: dict[str, Any]) -> Any:
+    """Validate one action's parameters; raise ConfigError naming the key and the fix."""
+    if not isinstance(params, dict):
+        raise ConfigError(f"parameters must be a dict, got {type(params).__name__}")
+    name = params.get("action", "train")
+    if name not in ACTIONS:
+        raise ConfigError(
+            f"`action`: unknown action {name!r}{did_you_mean(str(name), list(ACTIONS))} Use one of: {', '.join(ACTIONS)}."
+        )
+    return validate(ACTIONS[name].config, params)
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    cfg = parse(params)  # raises ConfigError before anything loads
+    return ACTIONS[cfg.action].run(cfg)
+
+
+def markdown_tables() -> str:
+    """The README's parameter reference, one table per action (kept in sync by tests/test_readme.py)."""
+    from hello_agents_rl.config import describe_fields
+
+    parts = []
+    for name, action in ACTIONS.items():
+        rows = [f"| `{key}` | `{default}` | {text} |" for key, default, text in describe_fields(action.config) if key != "action"]
+        parts.append(f"#### `{name}`\n\n| key | default | meaning |\n|---|---|---|\n" + "\n".join(rows))
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,86 @@
+"""What a tool run adds to a training run: the preflight, TRL's tool kwargs, the reward, the result.
+
+Everything is TRL's: `GRPOTrainer(tools=..., environment_factory=...)` runs the multi-turn rollouts,
+masks tool-result tokens out of the loss (`tool_mask`) and stops after `max_tool_calling_iterations`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from hello_agents_rl.agentic.tools import ToolStats, guard, guarded_environment, resolve_environment, resolve_tools
+
+
+def uses_tools(cfg: Any) -> bool:
+    return bool(getattr(cfg, "tools", None)) or getattr(cfg, "environment", None) is not None
+
+
+def preflight(cfg: Any, model_key: str = "model_name") -> None:
+    """Before the disk or the model: the model's chat template must express tool calls (ConfigError)."""
+    from hello_agents_rl.agentic.template import check_tool_template
+    from hello_agents_rl.models import load_tokenizer
+
+    name = getattr(cfg, model_key)
+    check_tool_template(load_tokenizer(name, cfg.trust_remote_code), name)
+
+
+def trainer_kwargs(cfg: Any) -> dict[str, Any]:
+    """GRPOTrainer keyword arguments: guarded tools and/or a guarded environment class (one per rollout)."""
+    stats = ToolStats()  # shared by every guard of the run; found again by `stats_of`
+    kwargs: dict[str, Any] = {}
+    if cfg.tools:
+        kwargs["tools"] = [guard(tool, stats) for tool in resolve_tools(cfg.tools)]
+    if cfg.environment is not None:
+        kwargs["environment_factory"] = guarded_environment(resolve_environment(cfg.environment), stats)
+    return kwargs
+
+
+def stats_of(trainer: Any) -> ToolStats:
+    for tool in getattr(trainer, "tools", None) or []:
+        if isinstance(getattr(tool, "stats", None), ToolStats):
+            return tool.stats
+    return ToolStats()
+
+
+def with_tool_column(data: Any, cfg: Any) -> Any:
+    """Add the tools' JSON schemas as a `tools` column (a string): TRL's SFT renders them into each prompt."""
+    from transformers.utils import get_json_schema
+
+    schemas = json.dumps([get_json_schema(tool) for tool in resolve_tools(cfg.tools)])
+    return data.map(lambda _: {"tools": schemas})
+
+
+def trajectory_reward(cfg: Any) -> Callable[..., list[float]]:
+    from hello_agents_rl.agentic.checks import check_tool_reward
+    from hello_agents_rl.agentic.rewards import to_trl_trajectory_reward
+    from hello_agents_rl.rewards import build_reward
+
+    reward = build_reward(cfg.reward_type, cfg.reward_config)
+    shaping = check_tool_reward(cfg.tool_reward, cfg.max_tool_turns, reward)
+    return to_trl_trajectory_reward(reward, shaping, cfg.max_tool_turns, cfg.reward_failure_value)
+
+
+def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """result["tools"]: what the guards saw, the last logged rates, and which rollout code ran."""
+    logged = [e for e in history if "tools/call_frequency" in e or "tools/call_rate" in e]
+    last = logged[-1] if logged else {}
+    return {
+        **stats_of(trainer).summary(),
+        "call_rate": last.get("tools/call_rate"),
+        "calls_per_rollout": last.get("tools/call_frequency"),
+        "failed_call_rate": last.get("tools/failure_frequency"),
+        "turns_exhausted_rate": last.get("tools/turns_exhausted"),
+        "rollouts": rollout_path(trainer),
+    }
+
+
+def rollout_path(trainer: Any) -> str:
+    """Which code generated the tool rollouts: the lean sampler, or TRL's model.generate (and why)."""
+    record = getattr(trainer, "fast_path", None)  # FastGRPOTrainer's record of what ran (trainers/fast.py)
+    if not isinstance(record, dict):
+        return "TRL's model.generate (plain GRPOTrainer)"
+    fallbacks = [f["reason"] for f in record.get("fallbacks", []) if f.get("part") == "sampler"]
+    if record.get("sampler") and not fallbacks:
+        return "lean sampler (FastGRPOTrainer): every turn, tool results appended by TRL's loop"
+    return f"TRL's model.generate ({'; '.join(fallbacks) or 'fast path off'})"

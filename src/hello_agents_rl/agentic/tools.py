@@ -1,0 +1,380 @@
+"""Tools a model may call: the built-ins (one registry), user callables, import strings, environments.
+
+Every tool handed to TRL is *guarded*: an exception, a hang (past `TOOL_TIMEOUT_S`) or a result that is
+not plain data becomes a `ToolFailure`, which TRL's tool loop turns into an `{'error': ...}` tool message
+and counts as a failed call (`tools/failure_frequency`); training goes on. Long results are truncated.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import json
+import math
+import operator
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import types
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+from hello_agents_rl.errors import ConfigError
+
+TOOL_TIMEOUT_S = 30.0  # a user tool that has not answered by then is a failed call (its thread is abandoned)
+MAX_RESULT_CHARS = 2000  # longer results are cut: they would crowd out the completion budget anyway
+
+
+class ToolFailure(Exception):
+    """A failed call: raised by a guarded tool so that TRL counts it."""
+
+
+# --- the built-ins --------------------------------------------------------------------------------------------
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_MAX_EXPRESSION_CHARS = 200
+_MAX_EXPONENT = 64
+_MAX_DIGITS = 400
+
+
+def _exact(node: ast.AST) -> Fraction:
+    """Walk the parsed expression: numbers, + - * / // % ** and parentheses; nothing else is evaluated."""
+    if isinstance(node, ast.Expression):
+        return _exact(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return Fraction(repr(node.value)) if isinstance(node.value, float) else Fraction(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _exact(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _exact(node.left), _exact(node.right)
+        if isinstance(node.op, ast.Pow) and (right.denominator != 1 or abs(right) > _MAX_EXPONENT):
+            raise ValueError(f"exponent must be a whole number up to {_MAX_EXPONENT}")
+        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
+            raise ValueError("division by zero")
+        value = _BINARY[type(node.op)](left, right)
+        if len(str(value.numerator)) > _MAX_DIGITS:
+            raise ValueError("result too large")
+        return value
+    raise ValueError(f"unsupported syntax {type(node).__name__}: only numbers, + - * / // % ** and ( )")
+
+
+def _plain_number(value: Fraction) -> str:
+    """19432, 0.75, or 1/3 when no finite decimal is exact."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    den = value.denominator
+    for prime in (2, 5):
+        while den % prime == 0:
+            den //= prime
+    if den == 1:
+        return format(value.numerator / value.denominator, "f").rstrip("0") if abs(value) < 1e15 else str(value)
+    return f"{value.numerator}/{value.denominator}"
+
+
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression exactly.
+
+    Args:
+        expression: The arithmetic expression, for example "347 * 56" or "(12 + 3) / 4".
+    """
+    text = str(expression).replace("×", "*").replace("÷", "/").replace("^", "**").strip()
+    if not text or len(text) > _MAX_EXPRESSION_CHARS:
+        raise ValueError(f"expression must be 1 to {_MAX_EXPRESSION_CHARS} characters")
+    try:
+        tree = ast.parse(text, mode="eval")  # parsed, never eval'd: only the node types above are computed
+    except SyntaxError:
+        raise ValueError(f"not an arithmetic expression: {text!r}") from None
+    return _plain_number(_exact(tree))
+
+
+PYTHON_TIME_LIMIT_S = 5.0
+PYTHON_MEMORY_LIMIT_BYTES = 512 * 2**20
+_PYTHON_BOOTSTRAP = (  # runs in the child before the snippet: limits it cannot lift (hard limits)
+    "import resource, sys\n"
+    "m = int(sys.argv[2]); resource.setrlimit(resource.RLIMIT_AS, (m, m))\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
+    "code = sys.argv[1]; del sys.argv[1:]\n"
+    "exec(compile(code, '<snippet>', 'exec'), {'__name__': '__main__'})\n"
+)
+
+
+def python(code: str) -> str:
+    """Run a Python snippet and return what it prints.
+
+    Args:
+        code: Python source code; print() the values you want back.
+    """
+    # Process isolation, not a security boundary: the snippet runs as this user, in a fresh interpreter
+    # (-I: no user site, no PYTHON* variables), an empty temporary folder, an empty environment, with
+    # a wall-time limit (the whole process group is killed), an address-space limit and a 1 MiB file limit.
+    with tempfile.TemporaryDirectory(prefix="hello-agents-python-") as folder:
+        child = subprocess.Popen(
+            [sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, str(code), str(PYTHON_MEMORY_LIMIT_BYTES)],
+            cwd=folder, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = child.communicate(timeout=PYTHON_TIME_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            raise ToolFailure(f"python: timed out after {PYTHON_TIME_LIMIT_S:g} s") from None
+    stdout, stderr = (b.decode("utf-8", errors="replace") for b in (out, err))
+    if child.returncode != 0:
+        last = stderr.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+        raise ToolFailure(f"python: {last[0][-300:]}")
+    return stdout.strip() or "(no output; print() the values you want back)"
+
+
+BUILTIN_TOOLS: dict[str, Callable[..., Any]] = {"calculator": calculator, "python": python}
+
+
+# --- validation -------------------------------------------------------------------------------------------------
+
+
+def check_schema(fn: Callable[..., Any], key: str) -> dict[str, Any]:
+    """The JSON schema TRL will render for `fn`; ConfigError when hints or the docstring are missing."""
+    from transformers.utils import get_json_schema  # lazily: validation must stay light
+
+    try:
+        return get_json_schema(fn)
+    except Exception as error:  # noqa: BLE001 - transformers raises several types for the same problem
+        name = getattr(fn, "__name__", repr(fn))
+        raise ConfigError(
+            f"`{key}`: tool {name!r} cannot be described to the model ({str(error).splitlines()[0]}). Fix: give it "
+            "type hints on every parameter and a docstring with a one-line summary and an `Args:` section "
+            "describing each parameter (TRL renders these into the prompt)."
+        ) from None
+
+
+def _import(spec: str, key: str) -> Any:
+    module_name, _, attribute = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - a broken module is the user's to fix; say which
+        raise ConfigError(
+            f"`{key}`: cannot import {module_name!r} from {spec!r} ({type(error).__name__}: {error}). "
+            "Fix: write 'package.module:function' with the package importable (installed, or on PYTHONPATH)."
+        ) from None
+    if not hasattr(module, attribute):
+        public = [n for n in dir(module) if not n.startswith("_")]
+        from hello_agents_rl.config import did_you_mean
+
+        raise ConfigError(
+            f"`{key}`: {module_name!r} has no attribute {attribute!r}{did_you_mean(attribute, public)} "
+            "Fix: write 'package.module:name'."
+        )
+    return getattr(module, attribute)
+
+
+def resolve_tool(spec: Any, key: str) -> Callable[..., Any]:
+    """A built-in name, an import string 'pkg.mod:fn', or a callable -> the callable, checked."""
+    if isinstance(spec, str):
+        if spec in BUILTIN_TOOLS:
+            return BUILTIN_TOOLS[spec]
+        if ":" not in spec and "." not in spec:
+            from hello_agents_rl.config import did_you_mean
+
+            raise ConfigError(
+                f"`{key}`: unknown tool {spec!r}{did_you_mean(spec, list(BUILTIN_TOOLS))} Built-in tools: "
+                f"{', '.join(BUILTIN_TOOLS)}; or give an import string 'package.module:function' or a callable."
+            )
+        spec = _import(spec, key)
+    if inspect.isclass(spec) or not callable(spec):
+        raise ConfigError(
+            f"`{key}`: {spec!r} is not a function. Fix: tools are functions with type hints and a docstring; "
+            "a class with state goes to `environment`."
+        )
+    check_schema(spec, key)
+    return spec
+
+
+def resolve_tools(specs: list[Any] | None) -> list[Callable[..., Any]]:
+    tools = [resolve_tool(spec, f"tools[{i}]") for i, spec in enumerate(specs or [])]
+    names = [t.__name__ for t in tools]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"`tools`: two tools are named {duplicates[0]!r}; the model calls tools by name. Rename one.")
+    return tools
+
+
+def public_methods(cls: type) -> dict[str, Callable[..., Any]]:
+    """The methods TRL exposes as tools: public functions of the class, except reset and get_reward."""
+    return {
+        name: fn
+        for name, fn in inspect.getmembers(cls, predicate=inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    }
+
+
+def resolve_environment(spec: Any, key: str = "environment") -> type:
+    """'pkg.mod:Class' or a class -> the class, checked: a `reset`, and tools TRL can describe."""
+    cls = _import(spec, key) if isinstance(spec, str) else spec
+    if not inspect.isclass(cls):
+        raise ConfigError(
+            f"`{key}`: {spec!r} is not a class. Fix: give a class (or 'package.module:Class') whose instances "
+            "have reset(**row) and public methods that are the tools."
+        )
+    if not callable(getattr(cls, "reset", None)):
+        raise ConfigError(
+            f"`{key}`: {cls.__name__} has no reset method. Fix: add `def reset(self, **row) -> str | None`, called "
+            "at the start of every rollout with the dataset row (its return value is appended to the question)."
+        )
+    methods = public_methods(cls)
+    if not methods:
+        raise ConfigError(f"`{key}`: {cls.__name__} has no public methods, so the model would have no tools. Add one.")
+    for name, fn in methods.items():
+        check_schema(types.MethodType(fn, object()), f"{key}.{name}")  # bound: `self` is not a parameter
+    return cls
+
+
+# --- guarding ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ToolStats:
+    """Calls seen by the guards; TRL keeps its own per-step frequencies (tools/call_frequency)."""
+
+    calls: int = 0
+    failures: int = 0
+    timeouts: int = 0
+    junk_results: int = 0
+    first_error: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def failed(self, message: str, kind: str | None = None) -> ToolFailure:
+        with self._lock:
+            self.failures += 1
+            if kind == "timeout":
+                self.timeouts += 1
+            elif kind == "junk":
+                self.junk_results += 1
+            self.first_error = self.first_error or message
+        return ToolFailure(message)
+
+    def summary(self) -> dict[str, Any]:
+        return {"calls": self.calls, "failures": self.failures, "timeouts": self.timeouts,
+                "junk_results": self.junk_results, "first_error": self.first_error}
+
+
+def _plain_result(name: str, value: Any) -> str | None:
+    """The tool message text, or None for junk (not plain data, NaN, nothing)."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool) or isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        text = repr(value)
+    elif isinstance(value, (dict, list)):
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):
+            return None
+    else:
+        return None
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"... [truncated {len(text) - MAX_RESULT_CHARS} characters]"
+    return text
+
+
+def _call_with_timeout(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float) -> tuple[str, Any]:
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - reported to the caller as a failed call
+            box["error"] = error
+
+    worker = threading.Thread(target=target, daemon=True, name=f"tool-{getattr(fn, '__name__', 'fn')}")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return "timeout", None
+    return ("error", box["error"]) if "error" in box else ("ok", box.get("value"))
+
+
+def guard(fn: Callable[..., Any], stats: ToolStats, timeout: float = TOOL_TIMEOUT_S) -> Callable[..., Any]:
+    """`fn` with the same name, docstring and signature (TRL's schema), every failure a ToolFailure."""
+    name = getattr(fn, "__name__", "tool")
+    if inspect.iscoroutinefunction(fn):  # TRL awaits async tools on its event loop: guard them there
+        return _guard_async(fn, stats, timeout)
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> str:
+        with stats._lock:
+            stats.calls += 1
+        status, value = _call_with_timeout(fn, args, kwargs, timeout)
+        if status == "timeout":
+            raise stats.failed(f"{name}: no answer after {timeout:g} s", "timeout")
+        if status == "error":
+            raise stats.failed(f"{name}: {type(value).__name__}: {value}"[:500])
+        text = _plain_result(name, value)
+        if text is None:
+            raise stats.failed(f"{name}: returned {type(value).__name__} {str(value)[:60]!r}, not text or JSON data", "junk")
+        return text
+
+    guarded.stats = stats  # type: ignore[attr-defined]  # how a run finds its counts again
+    return guarded
+
+
+def _guard_async(fn: Callable[..., Any], stats: ToolStats, timeout: float) -> Callable[..., Any]:
+    import asyncio
+
+    name = getattr(fn, "__name__", "tool")
+
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> str:
+        with stats._lock:
+            stats.calls += 1
+        try:
+            value = await asyncio.wait_for(fn(*args, **kwargs), timeout)
+        except asyncio.TimeoutError:
+            raise stats.failed(f"{name}: no answer after {timeout:g} s", "timeout") from None
+        except Exception as error:  # noqa: BLE001 - a failed call
+            raise stats.failed(f"{name}: {type(error).__name__}: {error}"[:500]) from None
+        text = _plain_result(name, value)
+        if text is None:
+            raise stats.failed(f"{name}: returned {type(value).__name__} {str(value)[:60]!r}, not text or JSON data", "junk")
+        return text
+
+    guarded.stats = stats  # type: ignore[attr-defined]
+    return guarded
+
+
+def guarded_environment(cls: type, stats: ToolStats, timeout: float = TOOL_TIMEOUT_S) -> type:
+    """A subclass of `cls` whose tool methods are guarded; same name, so TRL's reward column keeps it."""
+    methods = {}
+    for name, fn in public_methods(cls).items():
+        methods[name] = _guard_method(fn, stats, timeout)
+    return type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__, "__doc__": cls.__doc__})
+
+
+def _guard_method(fn: Callable[..., Any], stats: ToolStats, timeout: float) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_method(self: Any, *args: Any, **kwargs: Any) -> str:
+            bound = functools.wraps(fn)(functools.partial(fn, self))
+            return await _guard_async(bound, stats, timeout)(*args, **kwargs)
+
+        async_method.stats = stats  # type: ignore[attr-defined]
+        return async_method
+
+    @functools.wraps(fn)
+    def method(self: Any, *args: Any, **kwargs: Any) -> str:
+        bound = functools.wraps(fn)(functools.partial(fn, self))
+        return guard(bound, stats, timeout)(*args, **kwargs)
+
+    method.stats = stats  # type: ignore[attr-defined]
+    return method

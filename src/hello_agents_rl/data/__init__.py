@@ -1,0 +1,55 @@
+"""The data layer: every source becomes rows of prompt (chat messages), completion, ground_truth, question."""
+
+from __future__ import annotations
+
+from datasets import Dataset, DatasetDict
+
+from hello_agents_rl.config import DataConfig, split_problem
+from hello_agents_rl.data import arithmetic, custom, gsm8k, multiplication
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
+
+__all__ = ["load", "describe", "build_messages", "format_solution", "render_prompt"]
+
+
+def _system_prompt(cfg: DataConfig, default: str | None) -> str | None:
+    return default if cfg.system_prompt is None else (cfg.system_prompt or None)
+
+
+def load(cfg: DataConfig, split: str | None = None) -> Dataset:
+    """The rows of one split, subsampled to max_samples by a seeded shuffle."""
+    split = split or cfg.split
+    source = cfg.dataset
+    if problem := split_problem(source, split):  # never a silent fall-back to another split
+        raise ConfigError(problem)
+    if isinstance(source, DatasetDict):
+        source = source[split]
+    if isinstance(source, Dataset):
+        data = custom.from_dataset(source, cfg.question_column, cfg.answer_column, _system_prompt(cfg, None))
+    elif source == "arithmetic":
+        data = arithmetic.make_dataset(split, None, cfg.seed, system_prompt=_system_prompt(cfg, None))
+    elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
+        return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
+    elif source == "gsm8k":
+        data = gsm8k.load(split, cfg.dataset_path, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))
+    elif isinstance(source, str):
+        data = custom.load_file(source, cfg.question_column, cfg.answer_column, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))
+    else:
+        raise ConfigError(
+            f"`dataset`: unsupported {type(source).__name__}; use 'gsm8k', 'arithmetic', a .jsonl/.csv path or a datasets.Dataset"
+        )
+    if cfg.max_samples is not None and cfg.max_samples < len(data):
+        data = data.shuffle(seed=cfg.seed).select(range(cfg.max_samples))
+    return data
+
+
+def describe(cfg: DataConfig) -> dict:
+    """`action: load_dataset`: size, columns and one formatted sample."""
+    rows = load(cfg)
+    sample = rows[0]
+    return {
+        "status": "completed",
+        "num_samples": len(rows),
+        "columns": rows.column_names,
+        "sample": {"prompt": sample["prompt"], "completion": sample["completion"], "ground_truth": sample["ground_truth"]},
+    }

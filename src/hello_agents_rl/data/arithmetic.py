@@ -1,0 +1,60 @@
+"""The embedded task: "What is A + B?" with A in 10..99 and B in 1..9; offline, seeded, any size.
+
+Questions are split once into a fixed held-out test set and the training rest, so no test question
+is ever seen in training. A demonstrator can make the classic carry slip (A + B - 10), which is
+what lets the demo show RL improving on imperfect demonstrations.
+"""
+
+from __future__ import annotations
+
+import random
+
+from datasets import Dataset
+
+from hello_agents_rl.data.formatting import build_messages
+
+TEST_QUESTIONS = 250
+_SPLIT_SEED = 1234  # fixed: the held-out set must not move with the run's seed
+
+
+def all_pairs() -> list[tuple[int, int]]:
+    return [(a, b) for a in range(10, 100) for b in range(1, 10)]
+
+
+def split_pairs(split: str) -> list[tuple[int, int]]:
+    pairs = all_pairs()
+    random.Random(_SPLIT_SEED).shuffle(pairs)
+    return sorted(pairs[:TEST_QUESTIONS]) if split == "test" else sorted(pairs[TEST_QUESTIONS:])
+
+
+def has_carry(a: int, b: int) -> bool:
+    return a % 10 + b >= 10
+
+
+def demonstrate(a: int, b: int, rng: random.Random, carry_error: float = 0.0) -> str:
+    """The demonstrator's answer; on carry problems it forgets the carry with probability carry_error."""
+    result = a + b - 10 if has_carry(a, b) and rng.random() < carry_error else a + b
+    return f"{a} + {b} = {result}. Final Answer: {result}"
+
+
+def make_dataset(
+    split: str = "train",
+    num_samples: int | None = None,
+    seed: int = 42,
+    carry_error: float = 0.0,
+    system_prompt: str | None = None,
+) -> Dataset:
+    """None = every question of the split once; N = N seeded draws with replacement (any size: the demo's
+    demonstrations and prompt streams). `max_samples` through data.load draws without replacement instead."""
+    rng = random.Random(seed)
+    pairs = split_pairs(split)
+    chosen = pairs if num_samples is None else [rng.choice(pairs) for _ in range(num_samples)]
+    rows = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "carry": []}
+    for a, b in chosen:
+        question = f"What is {a} + {b}?"
+        rows["question"].append(question)
+        rows["prompt"].append(build_messages(question, system_prompt))
+        rows["completion"].append([{"role": "assistant", "content": demonstrate(a, b, rng, carry_error)}])
+        rows["ground_truth"].append(str(a + b))
+        rows["carry"].append(has_carry(a, b))
+    return Dataset.from_dict(rows)

@@ -1,0 +1,32 @@
+"""GSM8K: from a local folder of train.jsonl/test.jsonl (offline) or from the hub (openai/gsm8k, main)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from datasets import Dataset
+
+from hello_agents_rl.data.custom import build_rows, read_jsonl
+from hello_agents_rl.errors import ConfigError
+
+ENV_VAR = "HELLO_AGENTS_GSM8K"
+
+
+def load(split: str, dataset_path: str | None, system_prompt: str | None) -> Dataset:
+    folder = dataset_path or os.environ.get(ENV_VAR)
+    if folder:
+        file = Path(folder).expanduser() / f"{split}.jsonl"
+        if not file.is_file():
+            raise ConfigError(f"`dataset_path`: {file} not found; the folder must hold train.jsonl and test.jsonl")
+        return build_rows(read_jsonl(file), "question", "answer", system_prompt, str(file))
+    try:
+        from datasets import load_dataset
+
+        hub = load_dataset("openai/gsm8k", "main", split=split)
+    except Exception as error:  # offline, or the hub is unreachable: say how to work without it
+        raise ConfigError(
+            f"`dataset`: could not load openai/gsm8k from the hub ({type(error).__name__}); download it once and "
+            f"set dataset_path (or ${ENV_VAR}) to a folder with train.jsonl and test.jsonl"
+        ) from None
+    return build_rows(enumerate(hub, start=1), "question", "answer", system_prompt, f"openai/gsm8k[{split}]")

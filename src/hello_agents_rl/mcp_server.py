@@ -1,0 +1,209 @@
+"""`hello-agents-rl mcp`: the actions and the job calls over the Model Context Protocol (the official `mcp` SDK).
+
+Tools: one per action, with the JSON Schema of hello_agents_rl.schema; `train`, `pipeline` and `search` start
+background jobs (hello_agents_rl.jobs) and return a job id at once; `job_status`, `job_cancel`, `job_result`
+and `job_list` follow them. An agent is not the person who started the server, so every path it names must lie
+under a `--root` folder, and code from elsewhere (trust_remote_code, import strings for tools or environments)
+is refused unless the server was started with `--trust-remote-code`. A bad argument comes back as a tool error
+naming the key; nothing a call does can stop the server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from hello_agents_rl import actions
+from hello_agents_rl.actions import ACTIONS
+from hello_agents_rl.agentic.tools import BUILTIN_TOOLS
+from hello_agents_rl.config import looks_like_local_path
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.jobs import JOB_ACTIONS, JobManager
+from hello_agents_rl.schema import json_schema
+
+_JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "description": "The id a job-starting tool returned."}},
+           "required": ["job_id"], "additionalProperties": False}
+JOB_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "job_status": ("A job's state (running, cancelling, completed, interrupted, failed, cancelled), step/total, "
+                   "the latest console line, the training doctor's findings and an ETA in seconds.", _JOB_ID),
+    "job_cancel": ("Stop a job as Ctrl-C does: it saves a checkpoint after the current step and ends 'interrupted' "
+                   "(resume later with resume_from_checkpoint: true).", _JOB_ID),
+    "job_result": ("The final result dict of a finished job (an error while it still runs).", _JOB_ID),
+    "job_list": ("Every job this server's store knows, newest last, with its state.",
+                 {"type": "object", "properties": {}, "additionalProperties": False}),
+}
+# Keys whose string values name files or folders (at any depth: pipeline stages, search base, evaluation).
+_PATH_KEYS = {"model_name", "model_path", "output_dir", "dataset", "dataset_path", "details_path", "report_path",
+              "resume_from_checkpoint", "storage"}
+
+
+class Guard:
+    """What an agent may ask for: paths under the allowed roots, no foreign code unless the server allows it."""
+
+    def __init__(self, roots: list[str | Path], trust_remote_code: bool = False) -> None:
+        if not roots:
+            raise ConfigError("--root: give at least one folder the server may read and write")
+        self.roots = [Path(r).expanduser().resolve() for r in roots]
+        for root in self.roots:
+            if not root.is_dir():
+                raise ConfigError(f"--root: {root} is not a folder")
+        self.trust_remote_code = trust_remote_code
+
+    def check(self, params: Any, where: str = "") -> None:
+        """Raise ConfigError naming the first key that reaches outside the roots or asks for foreign code."""
+        if isinstance(params, list):
+            for i, item in enumerate(params):
+                self.check(item, f"{where}.{i}" if where else str(i))
+            return
+        if not isinstance(params, dict):
+            return
+        for key, value in params.items():
+            name = f"{where}.{key}" if where else str(key)
+            if key == "trust_remote_code" and value and not self.trust_remote_code:
+                raise ConfigError(f"`{name}`: this server does not run a model repository's own code; "
+                                  "start it with --trust-remote-code to allow it")
+            if key == "tools" and isinstance(value, list):
+                for i, tool in enumerate(value):
+                    if tool not in BUILTIN_TOOLS and not self.trust_remote_code:
+                        raise ConfigError(f"`{name}.{i}`: {tool!r} is not a built-in tool ({', '.join(BUILTIN_TOOLS)}); "
+                                          "importing code needs a server started with --trust-remote-code")
+            elif key == "environment" and value is not None and not self.trust_remote_code:
+                raise ConfigError(f"`{name}`: an environment class is imported code; start the server with "
+                                  "--trust-remote-code to allow it")
+            elif key == "models" and isinstance(value, dict):
+                for label, path in value.items():
+                    self._path(f"{name}.{label}", path, model=True)
+            elif key in _PATH_KEYS and isinstance(value, str):
+                self._path(name, value, model=key in ("model_name", "model_path", "dataset"))
+            elif isinstance(value, (dict, list)):
+                self.check(value, name)
+
+    def _path(self, name: str, value: str, model: bool = False) -> None:
+        if name.rsplit(".", 1)[-1] == "storage":
+            if not value.startswith("sqlite:///"):
+                raise ConfigError(f"`{name}`: only an SQLite file under the allowed folders (sqlite:///<path>) over MCP")
+            value = value.removeprefix("sqlite:///")
+        elif model and not (looks_like_local_path(value) or value.endswith((".jsonl", ".json", ".csv"))):
+            return  # a hub id or a built-in dataset name, not a path
+        path = Path(value).expanduser()
+        path = (path if path.is_absolute() else Path.cwd() / path).resolve()  # symlinks and .. resolved
+        if not any(path == root or root in path.parents for root in self.roots):
+            raise ConfigError(f"`{name}`: {value} is outside the folders this server may use "
+                              f"({', '.join(map(str, self.roots))}); give a path under one of them")
+
+
+class RLServer:
+    """The MCP server around the actions and a job store."""
+
+    def __init__(self, roots: list[str | Path], jobs_dir: str | Path | None = None,
+                 trust_remote_code: bool = False) -> None:
+        self.guard = Guard(roots, trust_remote_code)
+        self.jobs = JobManager(jobs_dir or self.guard.roots[0] / ".jobs")
+        self.server = Server("hello-agents-rl", version=_version(), instructions=__doc__,
+                             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+                             get_tool_input_schema=self._input_schema)
+
+    def tools(self) -> list[types.Tool]:
+        listed = []
+        for name, action in ACTIONS.items():
+            schema = json_schema(name)
+            description = schema["description"]
+            if name in JOB_ACTIONS:
+                description += " Runs as a background job: returns a job_id at once; follow it with job_status."
+            listed.append(types.Tool(name=name, description=description,
+                                     input_schema={k: v for k, v in schema.items() if k != "title"}))
+        listed += [types.Tool(name=name, description=text, input_schema=schema) for name, (text, schema) in JOB_TOOLS.items()]
+        return listed
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        return json_schema(name) if name in ACTIONS else JOB_TOOLS.get(name, (None, None))[1]
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tools())
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:  # a worker thread: validation and quick actions must not stall other clients' calls
+            result = await anyio.to_thread.run_sync(self.call, params.name, dict(params.arguments or {}))
+        except ConfigError as error:
+            return _error(str(error))
+        except Exception as error:  # an action's own failure: reported to the agent, the server lives on
+            return _error(f"{type(error).__name__}: {error}")
+        result = _plain(result)
+        text = json.dumps(result, ensure_ascii=False, indent=1)
+        return types.CallToolResult(content=[types.TextContent(text=text)],
+                                    structured_content=result if isinstance(result, dict) else {"items": result})
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """One tool call, synchronously (also usable without MCP, e.g. in tests)."""
+        if name in JOB_TOOLS:
+            if name == "job_list":
+                return {"jobs": self.jobs.list()}
+            job_id = arguments.get("job_id")
+            if not isinstance(job_id, str) or set(arguments) != {"job_id"}:
+                raise ConfigError(f"`job_id`: {name} takes exactly one argument, job_id (a string)")
+            return {"job_status": self.jobs.status, "job_cancel": self.jobs.cancel,
+                    "job_result": self.jobs.result}[name](job_id)
+        if name not in ACTIONS:
+            raise ConfigError(f"unknown tool {name!r}; tools: {', '.join([*ACTIONS, *JOB_TOOLS])}")
+        if arguments.get("action", name) != name:
+            raise ConfigError(f"`action`: the tool is {name!r} but action says {arguments['action']!r}; drop the key")
+        params = {**arguments, "action": name}
+        self.guard.check(params)  # the keys as given, before validation touches the disk
+        cfg = actions.parse(params)
+        self.guard.check(cfg.model_dump())  # defaults too (./models/<algorithm>_model must also lie under a root)
+        if name in JOB_ACTIONS:
+            return self.jobs.start(params)
+        return ACTIONS[name].run(cfg)
+
+    async def run_stdio(self) -> None:
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+    async def run_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
+        import uvicorn
+
+        app = self.server.streamable_http_app(host=host)  # the SDK's Streamable HTTP app, at /mcp
+        await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+
+
+def serve(roots: list[str], jobs_dir: str | None = None, trust_remote_code: bool = False,
+          http: bool = False, host: str = "127.0.0.1", port: int = 8000) -> None:
+    server = RLServer(roots, jobs_dir, trust_remote_code)  # refuses a missing --root before serving anything
+    if http:
+        anyio.run(server.run_http, host, port)
+    else:
+        anyio.run(server.run_stdio)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=f"error: {message}")], is_error=True)
+
+
+def _plain(value: Any) -> Any:
+    """JSON has no NaN or inf: show them as strings rather than break the client's parser."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hello-agents-rl")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,121 @@
+"""`hello-agents-rl serve MODEL`: a trained model behind an OpenAI-compatible API, on an existing engine.
+
+vLLM (`vllm serve`) on a CUDA GPU when it is installed, else transformers' own `transformers serve`. Nothing
+here answers a request: this module only finds the folder an engine can load (a run's output_dir means its
+model/; a LoRA adapter is merged first by the export action) and starts the engine on it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.models import is_adapter_dir, resolve_model_source
+
+ENGINES = ("auto", "vllm", "transformers")
+
+
+@dataclass
+class ServePlan:
+    model: str  # the folder the engine loads
+    engine: str
+    command: list[str]
+    base_url: str
+    notes: list[str] = field(default_factory=list)
+
+
+def model_folder(model: str, merged_dir: str | None = None) -> tuple[str, list[str]]:
+    """The plain transformers folder behind `model` (run folder, model/, adapter/); adapters merged via export."""
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise ConfigError(f"`model`: {model} does not exist; give a run's output_dir, its model/ or adapter/ folder")
+    source = Path(resolve_model_source(str(path)))
+    if (source / "config.json").is_file():
+        return str(source.resolve()), []
+    if not is_adapter_dir(source):
+        raise ConfigError(f"`model`: {source} holds neither a model (config.json) nor a LoRA adapter; "
+                          "give a run's output_dir, its model/ or adapter/ folder")
+    from hello_agents_rl.export import MANIFEST, export
+
+    out = Path(merged_dir).expanduser() if merged_dir else source.parent / f"{source.name}-merged"
+    if (out / MANIFEST).is_file() and (out / "config.json").is_file():
+        return str(out.resolve()), [f"serving the earlier merge of {source} in {out}"]
+    export(str(source), str(out))  # the export action: refuses a folder holding anything it did not write
+    return str(out.resolve()), [f"merged the LoRA adapter {source} into its base: {out}"]
+
+
+def pick_engine(engine: str = "auto") -> str:
+    if engine not in ENGINES:
+        raise ConfigError(f"`engine`: {engine!r} is not one of {', '.join(ENGINES)}")
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if engine == "vllm" or (engine == "auto" and has_vllm):
+        import torch
+
+        if not (has_vllm and torch.cuda.is_available()):
+            if engine == "vllm":
+                raise ConfigError("`engine`: vllm needs `pip install vllm` and a CUDA GPU; use --engine transformers")
+            return "transformers"
+        return "vllm"
+    from transformers.utils.import_utils import is_serve_available
+
+    if not is_serve_available():
+        raise ConfigError("`engine`: `transformers serve` needs fastapi, uvicorn and openai: "
+                          "pip install 'transformers[serving]'")
+    return "transformers"
+
+
+def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
+         merged_dir: str | None = None) -> ServePlan:
+    """Validate everything, merge an adapter if needed, and say which command will serve it."""
+    chosen = pick_engine(engine)
+    folder, notes = model_folder(model, merged_dir)
+    # The chat template as evaluation renders it: Qwen3's thinking mode off unless the run recorded otherwise.
+    recorded = _recorded_prompt(folder)
+    thinking = bool(recorded.get("enable_thinking", False))
+    if chosen == "vllm":
+        # vLLM takes chat_template_kwargs per request (extra_body); docs/agents.md shows enable_thinking there
+        command = [_executable("vllm"), "serve", folder, "--host", host, "--port", str(port), "--served-model-name", folder]
+    else:
+        command = [_executable("transformers"), "serve", folder, "--host", host, "--port", str(port),
+                   "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
+    system = recorded.get("system_prompt")
+    if system:
+        notes.append(f"trained with the system prompt {system!r}: send it as the first message for the same answers")
+    return ServePlan(folder, chosen, command, f"http://{host}:{port}/v1", notes)
+
+
+def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
+          merged_dir: str | None = None, dry_run: bool = False) -> int:
+    served = plan(model, host, port, engine, merged_dir)
+    for note in served.notes:
+        print(f"[serve] {note}", file=sys.stderr)
+    print(f"[serve] {served.engine}: OpenAI-compatible API at {served.base_url} (model={served.model!r})",
+          file=sys.stderr, flush=True)
+    if dry_run:
+        print(json.dumps({"engine": served.engine, "model": served.model, "base_url": served.base_url,
+                          "command": served.command}, indent=2))
+        return 0
+    os.execv(served.command[0], served.command)  # the engine takes over the process: Ctrl-C goes straight to it
+
+
+def _recorded_prompt(folder: str) -> dict:
+    """The system prompt and thinking mode a run saved beside its model, where this version records them."""
+    try:
+        from hello_agents_rl.models import recorded_prompt
+    except ImportError:
+        return {}
+    return recorded_prompt(folder) or {}
+
+
+def _executable(name: str) -> str:
+    beside = Path(sys.executable).parent / name  # the venv's own engine, not whatever PATH finds first
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if not found:
+        raise ConfigError(f"`engine`: the `{name}` command is not installed in this environment")
+    return found

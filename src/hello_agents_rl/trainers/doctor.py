@@ -1,0 +1,133 @@
+"""The book's troubleshooting advice (section 11.4.3) as live rules over the logged metrics.
+
+Each rule fires once per episode (when its condition starts holding for `patience` logs) with the
+book's remedy and the current values (learning_rate and kl_coef as last logged: the scheduler and
+adaptive KL move them), and re-arms once the condition clears. Remedies never contradict each other:
+after a blow-up (KL above kl_high, a NaN/inf loss or a reward collapse within the last `flat_window`
+logs) a flat reward or a low KL never gets "raise learning_rate".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from hello_agents_rl.config import Thresholds
+
+
+@dataclass
+class Doctor:
+    learning_rate: float
+    kl_coef: float
+    max_new_tokens: int
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    findings: list[str] = field(default_factory=list)
+    _streaks: dict[str, int] = field(default_factory=dict)
+    _active: set[str] = field(default_factory=set)
+    _rewards: deque = field(default_factory=lambda: deque(maxlen=64))
+    _best_reward: float = -math.inf
+    _best_format: float = -math.inf
+    _logs: int = 0
+    _blowup: tuple[int, str] | None = None  # (log number, what happened) of the latest blow-up
+
+    @property
+    def active(self) -> frozenset[str]:
+        """The rules whose condition holds now (each reported once, when it started holding)."""
+        return frozenset(self._active)
+
+    def observe(self, step: int, logs: dict[str, float]) -> list[str]:
+        """New findings for one log entry (also appended to `findings`)."""
+        self._logs += 1
+        t = self.thresholds
+        kl, reward, loss = logs.get("kl"), logs.get("reward"), logs.get("loss")
+        fmt = logs.get("format")
+        calls, fails = logs.get("tools/call_frequency"), logs.get("tools/failure_frequency")  # tool runs only
+        exhausted = logs.get("tools/turns_exhausted")
+        if reward is not None:
+            self._rewards.append(reward)
+            self._best_reward = max(self._best_reward, reward)
+        self.learning_rate = _number(logs.get("learning_rate"), self.learning_rate)  # as scheduled now
+        self.kl_coef = _number(logs.get("kl_coef"), self.kl_coef)  # as adaptive KL set it
+        if blowup := self._blew_up(step, loss, kl, reward):
+            self._blowup = (self._logs, blowup)
+        recent = self._blowup[1] if self._blowup and self._logs - self._blowup[0] < t.flat_window else None
+        lr = f"learning_rate (now {self.learning_rate:g})"
+        beta = f"kl_coef (now {self.kl_coef:g})"
+        # the same flat reward means opposite things: a calm policy needs a push, a blown-up one a smaller step
+        flat_remedy = f"after {recent}: lower {lr}, raise {beta}" if recent else f"raise {lr}, lower {beta}"
+        kl_low_remedy = (f"lower {beta} (not a higher learning_rate: {recent} lately)" if recent
+                         else f"raise {lr} or lower {beta}")
+        checks: list[tuple[str, bool, int, Callable[[], str]]] = [
+            ("nonfinite", loss is not None and not math.isfinite(loss), 1,
+             lambda: f"loss is {loss} at step {step}: lower {lr}, keep max_grad_norm on, check the reward for NaN"),
+            ("kl_high", kl is not None and kl > t.kl_high, t.patience,
+             lambda: f"KL {kl:.3g} > {t.kl_high} for {t.patience} logs: the policy is drifting from the reference; "
+                     f"lower {lr} or raise {beta}"),
+            ("kl_low", kl is not None and self._logs > t.warmup_logs and kl < t.kl_low, t.patience,
+             lambda: f"KL {kl:.2g} < {t.kl_low} for {t.patience} logs: the policy is hardly changing; "
+                     f"{kl_low_remedy}"),
+            ("zero_variance", logs.get("frac_reward_zero_std", 0.0) >= 1.0, t.patience,
+             lambda: f"every group had identical rewards for {t.patience} logs (reward {reward}): no learning "
+                     "signal; the task is too hard or too easy for the model, or the reward is broken "
+                     "(check it with action create_reward), or raise temperature/num_generations"),
+            ("reward_flat", self._flat(), 1,
+             lambda: f"reward flat at {reward:.3g} over {t.flat_window} logs: {flat_remedy}, "
+                     "check the reward function, or improve the SFT model"),
+            ("reward_collapse", reward is not None and self._best_reward - reward > t.collapse_drop, t.patience,
+             lambda: f"reward fell from {self._best_reward:.3g} to {reward:.3g}: collapse or overfitting; "
+                     f"lower {lr}, raise {beta}, or train fewer epochs"),
+            ("truncated", logs.get("completions/clipped_ratio", 0.0) > t.truncation_rate, t.patience,
+             lambda: f"{logs['completions/clipped_ratio']:.0%} of completions hit max_new_tokens "
+                     f"({self.max_new_tokens}): raise max_new_tokens or reward shorter answers (length_penalty)"),
+            ("format_drop", fmt is not None and self._format_dropping(fmt, reward), t.patience,
+             lambda: f"answer format rate fell to {fmt:.0%} while reward rises: use a combined reward "
+                     f"with format terms, raise {beta}, or train fewer epochs"),
+            ("tool_failures", bool(calls) and fails is not None and fails > t.tool_failure_rate, t.patience,
+             lambda: f"{fails:.0%} of tool calls failed for {t.patience} logs: malformed calls or a failing tool; "
+                     "read result['tools']['first_error'] and completions.jsonl, SFT on transcripts with "
+                     "well-formed calls, or add tool_reward.failed_call_penalty"),
+            ("turns_exhausted", exhausted is not None and exhausted > t.turns_exhausted_rate, t.patience,
+             lambda: f"{exhausted:.0%} of rollouts ran out of tool turns (calling without answering): raise "
+                     "max_tool_turns or max_new_tokens if the task needs more calls, else lower temperature or "
+                     "add tool_reward.failed_call_penalty"),
+            ("tool_never_called", calls is not None and calls == 0 and self._flat(), 1,
+             lambda: f"no tool call in {t.flat_window} logs while reward stays flat at {reward:.3g}: the model "
+                     "does not use its tools; SFT first on transcripts that call them (algorithm sft with tools), "
+                     "raise temperature, or add tool_reward.call_bonus"),
+        ]
+        new = []
+        for name, holds, patience, message in checks:
+            self._streaks[name] = self._streaks.get(name, 0) + 1 if holds else 0
+            if not holds:
+                self._active.discard(name)
+            elif self._streaks[name] >= patience and name not in self._active:
+                self._active.add(name)
+                new.append(f"[step {step}] {message()}")
+        if fmt is not None:
+            self._best_format = max(self._best_format, fmt)
+        self.findings.extend(new)
+        return new
+
+    def _blew_up(self, step: int, loss: float | None, kl: float | None, reward: float | None) -> str | None:
+        t = self.thresholds
+        if loss is not None and not math.isfinite(loss):
+            return f"a {loss} loss at step {step}"
+        if kl is not None and not (kl <= t.kl_high):  # NaN counts
+            return f"KL {kl:.3g} > {t.kl_high} at step {step}"
+        if reward is not None and self._best_reward - reward > t.collapse_drop:
+            return f"the reward's fall from {self._best_reward:.3g} to {reward:.3g}"
+        return None
+
+    def _flat(self) -> bool:
+        window = list(self._rewards)[-self.thresholds.flat_window:]
+        return len(window) == self.thresholds.flat_window and max(window) - min(window) < self.thresholds.flat_tolerance
+
+    def _format_dropping(self, fmt: float, reward: float | None) -> bool:
+        rising = reward is not None and len(self._rewards) > 1 and reward > self._rewards[0]
+        return rising and self._best_format - fmt > self.thresholds.format_drop
+
+
+def _number(value: object, default: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else default

@@ -1,0 +1,84 @@
+"""Checks that need the data, the tokenizer or the model, run before anything is written to output_dir.
+
+Each turns what would be a trainer traceback (or a silently useless run) into a ConfigError with the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+from urllib.parse import urlparse
+
+from hello_agents_rl.config import TrainConfig
+from hello_agents_rl.data import render_prompt
+from hello_agents_rl.errors import ConfigError
+
+WANDB_DEFAULT_URL = "https://api.wandb.ai"
+
+
+def check_schedule(cfg: TrainConfig, num_rows: int, world_size: int = 1) -> None:
+    """GRPO drops incomplete generation rounds (TRL's RepeatSampler): a round larger than the data means 0 steps."""
+    if cfg.algorithm != "grpo":
+        return  # SFT trains on a last partial batch: any data size gives at least one step
+    per_round = cfg.batch_size * world_size * cfg.effective_steps_per_generation
+    if num_rows < per_round:
+        raise ConfigError(
+            f"`batch_size`: one generation round takes batch_size {cfg.batch_size} x {world_size} process(es) x "
+            f"steps_per_generation {cfg.effective_steps_per_generation} = {per_round} prompts, but the training data "
+            f"has {num_rows}: the run would do 0 steps. Lower batch_size (or gradient_accumulation_steps / "
+            "steps_per_generation), or give more data"
+        )
+    batches = (num_rows // per_round) * cfg.effective_steps_per_generation
+    if batches < cfg.gradient_accumulation_steps:
+        raise ConfigError(
+            f"`gradient_accumulation_steps`: {cfg.gradient_accumulation_steps} micro-batches per step, but an epoch "
+            f"of {num_rows} prompts has only {batches}: the run would do 0 steps. Lower it, or give more data"
+        )
+
+
+def check_sft_lengths(cfg: TrainConfig, tokenizer: Any, rows: Any) -> None:
+    """TRL drops examples whose answer is cut off entirely by max_length; all of them dropped is no training."""
+    if cfg.algorithm != "sft":
+        return
+    lengths = [len(tokenizer(render_prompt(tokenizer, r["prompt"], cfg.enable_thinking), add_special_tokens=False)
+                   ["input_ids"]) for r in rows.select(range(min(len(rows), 256)))]
+    if lengths and min(lengths) >= cfg.max_length:
+        raise ConfigError(
+            f"`max_length`: {cfg.max_length} tokens leave no answer token in any example (prompts are "
+            f"{min(lengths)}-{max(lengths)} tokens, so every example would be dropped); raise max_length above "
+            f"{max(lengths)} plus the answer's length"
+        )
+
+
+def check_lora_targets(cfg: TrainConfig, model: Any) -> None:
+    """PEFT's "target modules not found" names no alternative: list the model's linear layers instead."""
+    import torch
+
+    targets = cfg.lora_target_modules
+    if not cfg.use_lora or targets == "all-linear":
+        return
+    wanted = [targets] if isinstance(targets, str) else list(targets)
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+    names = [name for name, _ in model.named_modules()]
+    missing = [t for t in wanted if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        raise ConfigError(
+            f"`lora_target_modules`: {missing[0]!r} matches no module of this model; its linear layers are "
+            f"{', '.join(linear)} (or use 'all-linear')"
+        )
+
+
+def check_wandb_reachable(targets: list[str], timeout: float = 3.0) -> None:
+    """wandb online with no network retries for minutes, then fails: one quick connection decides it now."""
+    mode = os.environ.get("WANDB_MODE", "").lower()
+    if "wandb" not in targets or mode in ("offline", "disabled", "dryrun"):
+        return
+    url = urlparse(os.environ.get("WANDB_BASE_URL", WANDB_DEFAULT_URL))
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError:
+        raise ConfigError(
+            f"`report_to`: wandb cannot reach {url.geturl()}; set WANDB_MODE=offline (sync later with `wandb sync`) "
+            "or report_to: tensorboard"
+        ) from None
