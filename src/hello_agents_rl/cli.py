@@ -108,6 +108,8 @@ def _agent_parsers(sub: Any) -> None:
                        help="auto: vLLM on a CUDA GPU when installed, else transformers serve.")
     serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default <adapter>-merged beside it.")
     serve.add_argument("--dry-run", action="store_true", help="Print the engine command instead of running it.")
+    serve.add_argument("--load-in-8bit", action="store_true",
+                       help="Load the weights in 8 bits (bitsandbytes, CUDA GPU only; refused elsewhere).")
     jobs = sub.add_parser("jobs", help="List, follow, cancel or collect background jobs in a job store.")
     jobs.add_argument("call", nargs="?", default="list", choices=["list", "status", "cancel", "result"])
     jobs.add_argument("job_id", nargs="?")
@@ -202,7 +204,8 @@ def _agent_command(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from hello_agents_rl.serve import serve as serve_model
 
-        return serve_model(args.model, args.host, args.port, args.engine, args.merged_dir, args.dry_run)
+        return serve_model(args.model, args.host, args.port, args.engine, args.merged_dir, args.dry_run,
+                           args.load_in_8bit)
     from hello_agents_rl.jobs import JobManager
 
     manager = JobManager(args.jobs_dir)

@@ -1,6 +1,8 @@
 """`hello-agents-rl serve MODEL`: a trained model behind an OpenAI-compatible API, on an existing engine.
 
-vLLM (`vllm serve`) on a CUDA GPU when it is installed, else transformers' own `transformers serve`. Nothing
+vLLM (`vllm serve`) on a CUDA GPU when it is installed, else transformers' own `transformers serve`. 8-bit
+loading (the book's deployment step) is bitsandbytes' LLM.int8 through `transformers serve --quantization bnb-8bit`,
+on a CUDA GPU only: elsewhere it is refused before anything loads. Nothing
 here answers a request: this module only finds the folder an engine can load (a run's output_dir means its
 model/; a LoRA adapter is merged first by the export action) and starts the engine on it.
 """
@@ -70,10 +72,25 @@ def pick_engine(engine: str = "auto") -> str:
     return "transformers"
 
 
+def check_8bit(engine: str) -> str:
+    """The engine that serves in 8 bits here, or a ConfigError saying why this machine cannot."""
+    if engine == "vllm":
+        raise ConfigError("`load_in_8bit`: vLLM quantizes on the fly in 4 bits only; use --engine transformers "
+                          "for 8-bit loading, or serve a pre-quantized checkpoint with vLLM")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("`load_in_8bit`: 8-bit loading (bitsandbytes LLM.int8) needs a CUDA GPU and this machine "
+                          "has none; serve in full precision (drop --load-in-8bit) or on a GPU")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ConfigError("`load_in_8bit`: needs bitsandbytes: pip install bitsandbytes")
+    return "transformers"
+
+
 def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
-         merged_dir: str | None = None) -> ServePlan:
+         merged_dir: str | None = None, load_in_8bit: bool = False) -> ServePlan:
     """Validate everything, merge an adapter if needed, and say which command will serve it."""
-    chosen = pick_engine(engine)
+    chosen = check_8bit(engine) if load_in_8bit else pick_engine(engine)  # both before anything is merged
     folder, notes = model_folder(model, merged_dir)
     # The chat template as evaluation renders it: Qwen3's thinking mode off unless the run recorded otherwise.
     recorded = _recorded_prompt(folder)
@@ -84,6 +101,8 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
     else:
         command = [_executable("transformers"), "serve", folder, "--host", host, "--port", str(port),
                    "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
+        if load_in_8bit:
+            command += ["--quantization", "bnb-8bit"]
     system = recorded.get("system_prompt")
     if system:
         notes.append(f"trained with the system prompt {system!r}: send it as the first message for the same answers")
@@ -91,8 +110,8 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
 
 
 def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
-          merged_dir: str | None = None, dry_run: bool = False) -> int:
-    served = plan(model, host, port, engine, merged_dir)
+          merged_dir: str | None = None, dry_run: bool = False, load_in_8bit: bool = False) -> int:
+    served = plan(model, host, port, engine, merged_dir, load_in_8bit)
     for note in served.notes:
         print(f"[serve] {note}", file=sys.stderr)
     print(f"[serve] {served.engine}: OpenAI-compatible API at {served.base_url} (model={served.model!r})",
