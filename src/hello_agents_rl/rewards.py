@@ -146,13 +146,6 @@ def follows_format(completion: str) -> bool:
     return bool(markers) and _number_after(text[markers[-1].end():]) is not None
 
 
-def has_answer(completion: str, strict: bool = False) -> bool:
-    """An extractable final answer exists; ``strict`` also requires an explicit marker."""
-    if strict and not _MARKER_RE.search(_clean(completion)):
-        return False
-    return extract_answer(completion) is not None
-
-
 # lhs starts at a digit (capped: linear time on degenerate output); the rhs is a lookahead
 # so chains "a + b = c + d = e" count twice.
 _STEP_RE = re.compile(
