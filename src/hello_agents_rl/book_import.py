@@ -31,7 +31,7 @@ class BookImportFinder:  # a sys.meta_path finder
         if fullname not in (PACKAGE, TOOLS):
             return None
         spec = _find_elsewhere(fullname, path, target)
-        if spec is None or spec.origin is None:  # absent, or only a namespace folder an uninstall left behind
+        if spec is None:  # not installed (under a namespace folder an uninstall left, `tools` is absent too)
             return ModuleSpec(fullname, StandInLoader(), is_package=True)
         if fullname == TOOLS and spec.loader is not None:
             spec.loader = OfferOurTool(spec.loader)
