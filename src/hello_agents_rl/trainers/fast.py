@@ -734,6 +734,94 @@ def shared_prefix_logps(
     return logps, entropies
 
 
+# --- the loss in chunks of whole groups, each backpropagated at once -------------------------------------------
+
+# Training rows scored together in one forward+backward: whole groups (a group shares its prompt) up to this many
+# tokens (completion tokens, plus each distinct prompt once). Activations are kept for one chunk at a time instead
+# of the whole batch; below it (short completions, small batches) the batch stays one piece, exactly as before.
+LOSS_CHUNK_TOKENS = 1024
+# Per-row keys of TRL's generation batch the chunks may carry; anything else (images, tool masks of other
+# shapes...) keeps TRL's whole-batch loss.
+CHUNKABLE_KEYS = frozenset({
+    "prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "num_items_in_batch",
+    "old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps", "importance_sampling_ratio",
+    "tool_mask",
+})
+# How each loss type's whole-batch value splits into a sum over row chunks: "sum" (divided by a normaliser
+# fixed for the batch: chunks add up exactly), "rows" (a mean over rows: weight rows_c / rows), "tokens"
+# (a mean over the batch's tokens: weight tokens_c / tokens). Other loss types keep the whole-batch loss.
+LOSS_SPLIT = {"dapo": "sum", "cispo": "sum", "grpo": "rows", "sapo": "rows", "dr_grpo": "rows", "bnpo": "tokens"}
+
+
+def loss_chunks(inputs: dict[str, Any], budget: int) -> list[torch.Tensor] | None:
+    """Row indices of each chunk: whole prompt groups, in order, up to `budget` tokens; None for one chunk."""
+    prompts = inputs["prompt_ids"].masked_fill(inputs["prompt_mask"] == 0, -1)
+    rows = prompts.size(0)
+    _, group = torch.unique(prompts, dim=0, return_inverse=True)
+    prompt_tokens = inputs["prompt_mask"].sum(dim=1).tolist()
+    completion_tokens = inputs["completion_mask"].sum(dim=1).tolist()
+    members: dict[int, list[int]] = {}
+    for row, g in enumerate(group.tolist()):
+        members.setdefault(g, []).append(row)
+    chunks: list[list[int]] = []
+    size = budget + 1
+    for rows_of_group in members.values():
+        cost = prompt_tokens[rows_of_group[0]] + sum(completion_tokens[r] for r in rows_of_group)
+        if chunks and size + cost <= budget:
+            chunks[-1] += rows_of_group
+            size += cost
+        else:
+            chunks.append(list(rows_of_group))
+            size = cost
+    if len(chunks) < 2:
+        return None
+    device = inputs["prompt_ids"].device
+    assert sum(len(c) for c in chunks) == rows
+    return [torch.tensor(sorted(c), device=device) for c in chunks]
+
+
+def chunk_blocker(trainer: Any, model: Any, inputs: dict[str, Any]) -> str | None:
+    """Why the loss must stay one whole-batch forward+backward (None: it may go in chunks)."""
+    if not enabled():
+        return f"{ENV_SWITCH}=0"
+    if not torch.is_grad_enabled() or not trainer.model.training:
+        return "no backward (evaluation)"
+    if LOSS_SPLIT.get(trainer.loss_type) is None:
+        return f"loss_type {trainer.loss_type}"
+    if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled or trainer.accelerator.unwrap_model(model) is not model:
+        return "DeepSpeed/FSDP/DDP"
+    if getattr(trainer, "aux_loss_enabled", False) or getattr(trainer, "top_entropy_quantile", 1.0) < 1.0:
+        return "aux loss or entropy masking"
+    if getattr(trainer, "_entropy_bonus_enabled", False):
+        return "entropy bonus"
+    unknown = [k for k, v in inputs.items() if v is not None and k not in CHUNKABLE_KEYS]
+    if unknown:
+        return f"inputs {sorted(unknown)}"
+    rows = inputs["prompt_ids"].size(0)
+    for key, value in inputs.items():
+        if key != "num_items_in_batch" and value is not None and (not torch.is_tensor(value) or value.size(0) != rows):
+            return f"input {key} is not per row"
+    return None
+
+
+def combine_metrics(metrics: dict[str, list], before: dict[str, int], weights: list[float]) -> None:
+    """Each chunk appended its own value of every metric: one value for the batch instead, weighted by tokens
+    (TRL's metrics here are token means over the batch), min/max for the *_min/*_max ones."""
+    total = sum(weights) or 1.0
+    for key, values in metrics.items():
+        new = values[before.get(key, 0):]
+        if len(new) != len(weights) or len(new) < 2:
+            continue
+        if key.endswith("_min") or key.endswith("/min"):
+            value = min(new)
+        elif key.endswith("_max") or key.endswith("/max"):
+            value = max(new)
+        else:
+            value = sum(v * w for v, w in zip(new, weights)) / total
+        del values[before.get(key, 0):]
+        values.append(value)
+
+
 # --- the trainer --------------------------------------------------------------------------------------
 
 
@@ -832,6 +920,40 @@ def fast_grpo_trainer_class() -> type:
             logps = torch.cat([p[0] for p in parts])[restore]
             entropies = torch.cat([p[1] for p in parts])[restore] if compute_entropy else None
             return logps, entropies, None
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            """TRL's loss, computed and backpropagated one chunk of whole groups at a time when the batch is big:
+            the same loss and gradients (each chunk's loss is TRL's own on its rows, weighted so that the chunks
+            add up to the whole-batch loss), activations for one chunk instead of all rows. The gradients are
+            already in .grad when this returns; the returned loss is a detached leaf, so the Trainer's own
+            backward adds nothing."""
+            blocker = "" if self._fast_off or return_outputs else chunk_blocker(self, model, inputs)
+            chunks = loss_chunks(inputs, LOSS_CHUNK_TOKENS) if blocker is None else None
+            if chunks is None:
+                if blocker:  # "" = the whole fast path is off (already reported)
+                    self._fast_record.fell_back("loss chunks", blocker)
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            split = LOSS_SPLIT[self.loss_type]
+            mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
+            rows, tokens = mask.size(0), mask.sum().clamp(min=1.0)
+            mode = "train" if self.model.training else "eval"
+            metrics = self._metrics[mode]
+            before = {key: len(values) for key, values in metrics.items()}
+            total, weights = None, []
+            for index in chunks:
+                part = {k: (v if k == "num_items_in_batch" or v is None else v[index]) for k, v in inputs.items()}
+                part_tokens = mask[index].sum()
+                loss = super().compute_loss(model, part, False, num_items_in_batch)
+                if split == "rows":
+                    loss = loss * (len(index) / rows)
+                elif split == "tokens":
+                    loss = loss * (part_tokens.clamp(min=1.0) / tokens)
+                self.accelerator.backward(loss)  # this chunk's activations are freed here
+                total = loss.detach() if total is None else total + loss.detach()
+                weights.append(float(part_tokens))
+            combine_metrics(metrics, before, weights)
+            self._fast_record.ran("loss_chunks", len(chunks))
+            return total.requires_grad_()
 
         def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
             if self._fast_off:
