@@ -37,7 +37,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real_model.md"
-BEGIN, END = "<!-- speed:begin (benchmarks/real_model.py writes this block) -->", "<!-- speed:end -->"
+def markers(block: str) -> tuple[str, str]:
+    name = "speed" if block == "main" else f"speed-{block}"
+    return f"<!-- {name}:begin (benchmarks/real_model.py writes this block) -->", f"<!-- {name}:end -->"
 PARTS = ("generation", "reference", "train_fwd_bwd", "other")
 
 
@@ -96,8 +98,30 @@ def timed_trainer(base: type, times: dict[str, float]) -> type:
     return Timed
 
 
+def memory_cap(limit_gb: float) -> None:
+    """Stop this process (exit 3) once its resident memory passes limit_gb: a run that does not fit says so
+    instead of waking the kernel's OOM killer on a shared machine."""
+    import threading
+
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def watch() -> None:
+        while True:
+            rss = int(Path("/proc/self/statm").read_text().split()[1]) * page
+            if rss > limit_gb * 2**30:
+                print(f"MEMORY CAP: resident memory passed {limit_gb:g} GB", flush=True)
+                os._exit(3)
+            time.sleep(0.2)
+
+    if Path("/proc/self/statm").exists():
+        threading.Thread(target=watch, daemon=True).start()
+
+
 def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     import torch
+
+    if args.max_rss_gb:
+        memory_cap(args.max_rss_gb)
 
     torch.set_num_threads(args.threads)
     from transformers import Trainer
@@ -165,8 +189,13 @@ def spawn(variant: str, workload: str, seed: int, args: argparse.Namespace) -> d
     cmd = [sys.executable, __file__, "--child", variant, "--workload", workload, "--seed", str(seed),
            "--out", str(out), "--model", args.model, "--gsm8k", args.gsm8k or "", "--steps", str(args.steps),
            "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens)]
+    cmd += ["--max-rss-gb", str(args.max_rss_gb)]
+    started = time.time()
     done = subprocess.run(cmd, capture_output=True, text=True, env=child_env(args.threads))
     line = next((l for l in reversed(done.stdout.splitlines()) if l.startswith("RESULT ")), None)
+    if done.returncode == 3 and "MEMORY CAP" in done.stdout:
+        return {"variant": variant, "workload": workload, "seed": seed, "failed": f"resident memory passed the "
+                f"{args.max_rss_gb:g} GB cap after {time.time() - started:.0f} s (process start included)"}
     if done.returncode or line is None:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
         raise SystemExit(f"{variant} {workload} seed {seed} failed (exit {done.returncode})")
@@ -177,7 +206,8 @@ def median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def table(results: list[dict], workloads: list[str]) -> str:
+def table(all_results: list[dict], workloads: list[str]) -> str:
+    results = [r for r in all_results if "failed" not in r]
     head = (f"| workload | variant | runs | compl/s | tok/s | s/step | generation | reference | train fwd+bwd | other "
             f"| peak RSS MB | tokens/compl. |")
     lines = [head, "|" + "---|" * 12]
@@ -203,6 +233,9 @@ def table(results: list[dict], workloads: list[str]) -> str:
                 f"| {median(o, 'tokens_per_s') / median(t, 'tokens_per_s'):.2f}x "
                 f"| {median(o, 's_per_step') / median(t, 's_per_step'):.2f}x | | | | "
                 f"| **{median(o, 'peak_rss_mb') / median(t, 'peak_rss_mb'):.2f}x** | |")
+    for r in all_results:
+        if "failed" in r:
+            lines.append(f"| {r['workload']} | {r['variant']} (round {r['seed']}) | failed: {r['failed']} | | | | | | | | | |")
     return "\n".join(lines)
 
 
@@ -210,6 +243,9 @@ def per_round(results: list[dict]) -> str:
     lines = ["| workload | round (seed) | variant | compl/s | tok/s | s/step | gen / ref / train / other s | peak RSS MB |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
+        if "failed" in r:
+            lines.append(f"| {r['workload']} | {r['seed']} | {r['variant']} | failed: {r['failed']} | | | | |")
+            continue
         s = r["split_s_per_step"]
         lines.append(f"| {r['workload']} | {r['seed']} | {r['variant']} | {r['completions_per_s']:.3f} "
                      f"| {r['tokens_per_s']:.1f} | {r['s_per_step']:.1f} | {s['generation']:.1f} / {s['reference']:.1f} / "
@@ -217,7 +253,8 @@ def per_round(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_block(doc: Path, block: str) -> None:
+def write_block(doc: Path, block: str, name: str = "main") -> None:
+    BEGIN, END = markers(name)
     text = doc.read_text() if doc.exists() else "# SmolLM2-135M-Instruct on a laptop CPU\n\n"
     new = f"{BEGIN}\n{block}\n{END}"
     if BEGIN in text and END in text:
@@ -240,8 +277,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--workdir", default="outputs/real_model_speed")
+    parser.add_argument("--max-rss-gb", type=float, default=18.0, help="stop a run past this resident memory (0: no cap)")
     parser.add_argument("--json", help="every run's numbers (default: WORKDIR/results.json)")
     parser.add_argument("--doc", default="", help="write the table into this markdown file (e.g. docs/real_model.md)")
+    parser.add_argument("--block", default="main", help="which block of the doc to write (one per invocation)")
     parser.add_argument("--label", default="", help="a name for this measurement in the doc block")
     parser.add_argument("--child"), parser.add_argument("--workload"), parser.add_argument("--seed", type=int)
     parser.add_argument("--out"), parser.add_argument("--model"), parser.add_argument("--gsm8k")
@@ -263,6 +302,9 @@ def main() -> int:
             for variant in order:
                 r = spawn(variant, workload, rnd, args)
                 results.append(r)
+                if "failed" in r:
+                    print(f"  {workload} round {rnd} {variant:<4} FAILED: {r['failed']}", flush=True)
+                    continue
                 s = r["split_s_per_step"]
                 print(f"  {workload} round {rnd} {variant:<4} {r['completions_per_s']:.3f} compl/s {r['tokens_per_s']:.1f} tok/s "
                       f"{r['s_per_step']:.1f} s/step (gen {s['generation']:.1f} ref {s['reference']:.1f} "
@@ -278,11 +320,11 @@ def main() -> int:
         block = "\n".join([
             f"## Speed and memory{': ' + args.label if args.label else ''} (figures written by the script)", "",
             f"Command: `{command}` (wall {time.time() - started:.0f} s; {os.cpu_count()} CPUs, torch threads "
-            f"{results[0]['torch_threads']}; {args.steps} optimizer step(s) per run, {args.max_new_tokens} new tokens; "
+            f"{args.threads}; {args.steps} optimizer step(s) per run, {args.max_new_tokens} new tokens; "
             "seconds per step split as the script's docstring says).", "",
             "Medians over rounds:", "", summary, "", "Every run:", "", per_round(results),
         ])
-        write_block(Path(args.doc), block)
+        write_block(Path(args.doc), block, args.block)
     return 0
 
 
