@@ -740,6 +740,9 @@ def shared_prefix_logps(
 # tokens (completion tokens, plus each distinct prompt once). Activations are kept for one chunk at a time instead
 # of the whole batch; below it (short completions, small batches) the batch stays one piece, exactly as before.
 LOSS_CHUNK_TOKENS = 1024
+# On an accelerator one big batch keeps the device busy and memory is rarely what binds at these sizes: chunk only
+# far larger batches there (not measured on a GPU yet; benchmarks/gpu_check.sh measures it).
+LOSS_CHUNK_TOKENS_ACCELERATOR = 32768
 # Per-row keys of TRL's generation batch the chunks may carry; anything else (images, tool masks of other
 # shapes...) keeps TRL's whole-batch loss.
 CHUNKABLE_KEYS = frozenset({
@@ -928,7 +931,9 @@ def fast_grpo_trainer_class() -> type:
             already in .grad when this returns; the returned loss is a detached leaf, so the Trainer's own
             backward adds nothing."""
             blocker = "" if self._fast_off or return_outputs else chunk_blocker(self, model, inputs)
-            chunks = loss_chunks(inputs, LOSS_CHUNK_TOKENS) if blocker is None else None
+            on_cpu = inputs["prompt_ids"].device.type == "cpu"
+            budget = LOSS_CHUNK_TOKENS if on_cpu else LOSS_CHUNK_TOKENS_ACCELERATOR
+            chunks = loss_chunks(inputs, budget) if blocker is None else None
             if chunks is None:
                 if blocker:  # "" = the whole fast path is off (already reported)
                     self._fast_record.fell_back("loss chunks", blocker)
