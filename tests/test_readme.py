@@ -30,6 +30,14 @@ def test_the_demo_table_is_the_recorded_run_and_quotes_the_tests_margin() -> Non
     assert read_block("demo") == demo_seeds.render_readme(recorded), "run: benchmarks/demo_seeds.py --readme"
 
 
+def test_the_real_model_paragraph_is_the_recorded_benchmarks() -> None:
+    spec = importlib.util.spec_from_file_location("real_model_readme", ROOT / "benchmarks" / "real_model_readme.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    recorded = json.loads((ROOT / "docs" / "real_model.json").read_text())
+    assert read_block("real-model") == script.render_readme(recorded), "run: benchmarks/real_model_readme.py"
+
+
 def test_links_stay_inside_the_repository() -> None:
     for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
         for target in re.findall(r"\]\(([^)#]+)", doc.read_text(encoding="utf-8")):
