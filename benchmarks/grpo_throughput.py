@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from child_runs import median, report, result_of
+
 HERE = Path(__file__).resolve().parent
 
 WORKLOADS: dict[str, dict[str, Any]] = {
@@ -200,15 +202,7 @@ def spawn(variant: str, workload: str, seed: int, model_path: str, workdir: Path
     cmd = [sys.executable, __file__, "--child", variant, "--workload", workload, "--seed", str(seed),
            "--model", model_path, "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
-    line = next((l for l in reversed(done.stdout.splitlines()) if l.startswith("RESULT ")), None)
-    if done.returncode or line is None:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
-        raise SystemExit(f"{variant} {workload} seed {seed} failed (exit {done.returncode})")
-    return json.loads(line.removeprefix("RESULT "))
-
-
-def median(rows: list[dict], key: str) -> float:
-    return statistics.median(r[key] for r in rows)
+    return result_of(done, f"{variant} {workload} seed {seed}")
 
 
 def spread(rows: list[dict], key: str) -> str:
@@ -262,7 +256,7 @@ def main() -> None:
         return
     if args.child:
         result = child(args.child, args.workload, args.seed, args.model, Path(args.out))
-        print("RESULT " + json.dumps(result), flush=True)
+        report(result)
         return
     workdir.mkdir(parents=True, exist_ok=True)
     model_path = prepare(workdir)

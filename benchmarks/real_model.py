@@ -34,6 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from child_runs import median, report, result_of
 from real_model_common import smollm2_gguf, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,18 +184,10 @@ def spawn(variant: str, workload: str, seed: int, args: argparse.Namespace) -> d
     cmd += ["--max-rss-gb", str(args.max_rss_gb)]
     started = time.time()
     done = subprocess.run(cmd, capture_output=True, text=True, env=child_env(args.threads))
-    line = next((l for l in reversed(done.stdout.splitlines()) if l.startswith("RESULT ")), None)
     if done.returncode == 3 and "MEMORY CAP" in done.stdout:
         return {"variant": variant, "workload": workload, "seed": seed, "failed": f"resident memory passed the "
                 f"{args.max_rss_gb:g} GB cap after {time.time() - started:.0f} s (process start included)"}
-    if done.returncode or line is None:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
-        raise SystemExit(f"{variant} {workload} seed {seed} failed (exit {done.returncode})")
-    return json.loads(line.removeprefix("RESULT "))
-
-
-def median(rows: list[dict], key: str) -> float:
-    return statistics.median(r[key] for r in rows)
+    return result_of(done, f"{variant} {workload} seed {seed}")
 
 
 def table(all_results: list[dict], workloads: list[str]) -> str:
@@ -265,7 +258,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         result = child(args.child, args.workload, args.seed, Path(args.out), args)
-        print("RESULT " + json.dumps(result), flush=True)
+        report(result)
         return 0
     args.model = args.model or smollm2_gguf()
     args.gsm8k = args.gsm8k if args.gsm8k is not None else gsm8k_dir()
