@@ -6,7 +6,7 @@ TORCH  ?= torch==2.13.0
 
 .PHONY: demo demo-tools test test-fast install clean
 
-$(BIN)/.installed: pyproject.toml requirements.lock
+$(BIN)/.installed: pyproject.toml requirements.lock src/hello_agents_rl.pth
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"          # first and pinned: a bare `torch` resolves to a multi-GB CUDA build

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ARM = """
 import json, sys
-from hello_agents_rl.agentic.demo import Recipe, train_grpo
+from hello_agents_rl.workflows.demo_tools import Recipe, train_grpo
 from pathlib import Path
 recipe = Recipe(grpo_steps=int(sys.argv[3]))
 result = train_grpo(sys.argv[1], Path(sys.argv[2]), recipe, seed=0)

@@ -99,7 +99,7 @@ def record(runs: dict[int, dict], command: str) -> dict:
 
 def render_readme(recorded: dict) -> str:
     """The README's demo block, from docs/demo_seeds.json and the test margin in the code."""
-    from hello_agents_rl.demo import QUICK_TEST_MARGIN
+    from hello_agents_rl.workflows.demo import QUICK_TEST_MARGIN
 
     seeds = recorded["seeds"]
     first_seed, first = next(iter(seeds.items()))
@@ -158,7 +158,7 @@ def main() -> int:
     print(text)
     print("\n".join(verdicts))
     if args.readme:
-        from hello_agents_rl.readme import write_block
+        from readme_blocks import write_block
 
         seeds = " ".join(map(str, args.seeds))
         options = f"{' --quick' if args.quick else ''}{f' --threads {args.threads}' if args.threads else ''}"

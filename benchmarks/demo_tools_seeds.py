@@ -105,7 +105,7 @@ def main() -> int:
     print(report)
     (root / "summary.json").write_text(json.dumps({"summary": summary, "verdicts": verdicts}, indent=2))
     if args.readme:
-        from hello_agents_rl.readme import write_block
+        from readme_blocks import write_block
 
         write_block("demo-tools", report)
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1

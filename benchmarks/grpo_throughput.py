@@ -112,7 +112,7 @@ class TrainTimer:
 
 def held_out_accuracy(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> float:
     from hello_agents_rl.data.arithmetic import make_dataset
-    from hello_agents_rl.evaluate import evaluate_model
+    from hello_agents_rl.evaluation.run import evaluate_model
 
     rows = list(make_dataset("test", None, 0))
     return evaluate_model(model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=125)["accuracy"]

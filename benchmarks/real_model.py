@@ -119,7 +119,7 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     from transformers import Trainer
 
     import hello_agents_rl.trainers.fast as fast
-    from hello_agents_rl.tool import RLTrainingTool
+    from hello_agents_rl.interfaces.tool import RLTrainingTool
 
     times: dict[str, float] = defaultdict(float)
     if variant == "ours_unchunked":  # ours before the chunked loss: the whole batch in one forward+backward

@@ -113,7 +113,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from hello_agents_rl.tool import RLTrainingTool
+    from hello_agents_rl.interfaces.tool import RLTrainingTool
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

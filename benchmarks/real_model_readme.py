@@ -71,7 +71,7 @@ def main() -> int:
         recorded = record(json.loads(LEARNING.read_text()), json.loads(SPEED.read_text()))
         RECORD.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
     sys.path.insert(0, str(ROOT / "src"))
-    from hello_agents_rl.readme import write_block
+    from readme_blocks import write_block
 
     text = render_readme(json.loads(RECORD.read_text()))
     write_block("real-model", text)

@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--no-docs", action="store_true", help="Do not write docs/ (a trial run).")
     args = parser.parse_args()
 
-    from hello_agents_rl.demo import FULL, evaluate, train_sft
+    from hello_agents_rl.workflows.demo import FULL, evaluate, train_sft
     from hello_agents_rl.models import build_tiny_model
     from hello_agents.tools import RLTrainingTool
 
@@ -97,7 +97,7 @@ def _carry(evaluation: dict) -> dict:
 
 
 def markdown(result: dict, summary: dict, args: argparse.Namespace) -> str:
-    from hello_agents_rl.search import format_table
+    from hello_agents_rl.workflows.search import format_table
 
     hand, best, seconds = summary["hand_picked"], summary["best"], summary["seconds"]
     verdict = "at least as good as" if summary["search_beats_or_ties_hand_picked"] else "WORSE than"
@@ -125,7 +125,7 @@ def markdown(result: dict, summary: dict, args: argparse.Namespace) -> str:
 def write_docs(text: str, result: dict) -> None:
     for plot in result["plots"]:
         shutil.copyfile(plot, DOCS / f"search_{Path(plot).name}")
-    from hello_agents_rl.readme import write_block
+    from readme_blocks import write_block
 
     write_block("search-demo", text + "\n", DOCS / "search.md")
 

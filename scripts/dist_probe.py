@@ -72,7 +72,7 @@ def main(dump_dir: str, args: list[str]) -> int:
         save_file(weights, str(dump / f"weights-rank{rank}.safetensors"))
         return output
 
-    import hello_agents_rl.actions as actions
+    import hello_agents_rl.workflows.actions as actions
 
     run = actions.run  # what the tool and the CLI both call
 

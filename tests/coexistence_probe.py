@@ -26,9 +26,9 @@ def ours_alone() -> str:
     assert installed("hello-agents") is None and installed("hello-agents-rl")
     from hello_agents.tools import RLTrainingTool  # the book's line, hello-agents not installed
 
-    import hello_agents_rl.tool
+    import hello_agents_rl.interfaces.tool
 
-    assert RLTrainingTool is hello_agents_rl.tool.RLTrainingTool
+    assert RLTrainingTool is hello_agents_rl.interfaces.tool.RLTrainingTool
     result = RLTrainingTool().run(REWARD_CALL)
     assert result["scores"] == [1.0, 0.0] and isinstance(result["scores"][0], float), result
     try:
@@ -46,10 +46,10 @@ def both() -> str:
     import hello_agents
     from hello_agents.tools import CalculatorTool, RLTrainingTool, Tool, ToolParameter, ToolRegistry
 
-    import hello_agents_rl.tool
+    import hello_agents_rl.interfaces.tool
 
     assert hello_agents.__version__ == version  # their package, not a stand-in
-    assert issubclass(RLTrainingTool, Tool) and issubclass(RLTrainingTool, hello_agents_rl.tool.RLTrainingTool)
+    assert issubclass(RLTrainingTool, Tool) and issubclass(RLTrainingTool, hello_agents_rl.interfaces.tool.RLTrainingTool)
     tool = RLTrainingTool()
     result = tool.run(REWARD_CALL)  # the book: a dict in, a dict of numbers out
     assert isinstance(result, dict) and result["scores"] == [1.0, 0.0], result

@@ -12,6 +12,8 @@ from typing import Callable
 import pytest
 
 GSM8K_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
+# development helpers (the README block writer) live beside the benchmarks, not in the wheel
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,7 @@ class _CrashAtStep(TrainerCallback):
 
 
 def test_resume_continues_with_the_adapted_beta(tiny_model: str, tmp_path: Path) -> None:
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.trainers.run import train
 
     out = tmp_path / "run"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.agentic.rewards import read_trajectory, to_trl_trajectory_reward, trajectory_score
-from hello_agents_rl.agentic.tools import (
+from hello_agents_rl.rewards.trajectory import read_trajectory, to_trl_trajectory_reward, trajectory_score
+from hello_agents_rl.rollouts.tools import (
     ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
 )
 from hello_agents_rl.rewards import build_reward
@@ -39,7 +39,7 @@ def test_python_tool_runs_isolated_with_limits(tmp_path: Path, monkeypatch: pyte
         python("1/0")
     with pytest.raises(ToolFailure, match="MemoryError"):
         python("x = bytearray(2 * 1024**3)")
-    monkeypatch.setattr("hello_agents_rl.agentic.tools.PYTHON_TIME_LIMIT_S", 1.0)
+    monkeypatch.setattr("hello_agents_rl.rollouts.tools.PYTHON_TIME_LIMIT_S", 1.0)
     started = time.time()
     with pytest.raises(ToolFailure, match="timed out"):
         python("while True: pass")
@@ -176,7 +176,7 @@ def test_bad_tool_specs_are_config_errors() -> None:
 
 
 def test_good_specs_validate(tmp_path: Path) -> None:
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
 
     cfg = parse({"action": "train", "tools": ["calculator", "tests.test_agentic:documented"], "environment":
                  "tests.test_agentic:Shop", "tool_reward": {"call_bonus": 0.1, "failed_call_penalty": 0.1},
@@ -239,7 +239,7 @@ def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
 
 
 def test_shaping_never_lets_a_wrong_answer_outscore_a_right_one() -> None:
-    from hello_agents_rl.agentic.checks import check_tool_reward
+    from hello_agents_rl.rollouts.checks import check_tool_reward
 
     turns = 3
     check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # at the limit: a tie at worst
@@ -287,7 +287,7 @@ def test_multiplication_dataset_holds_out_its_test_questions() -> None:
 def test_importing_the_agentic_checks_loads_no_engine() -> None:
     import subprocess
 
-    code = "import sys, hello_agents_rl.agentic.checks; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = "import sys, hello_agents_rl.rollouts.checks; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -359,8 +359,8 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import hello_agents_rl.agentic.evaluate as ev
-    from hello_agents_rl.agentic.tiny import build_tiny_tool_model
+    import hello_agents_rl.evaluation.tools as ev
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
     from hello_agents_rl.data.multiplication import make_dataset
 
     path = build_tiny_tool_model(tmp_path / "tiny", seed=0)
@@ -385,7 +385,7 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
         return out
 
     monkeypatch.setattr(ev, "_greedy", scripted)
-    from hello_agents_rl.agentic.tools import calculator
+    from hello_agents_rl.rollouts.tools import calculator
 
     result = ev.evaluate_with_tools(model, tokenizer, rows, [calculator], max_new_tokens=200, max_tool_turns=2)
     assert result["accuracy"] == pytest.approx(1 / 3) and result["tool_call_rate"] == pytest.approx(2 / 3)
@@ -400,8 +400,8 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
 
 
 def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
-    from hello_agents_rl.actions import parse
-    from hello_agents_rl.cli import build_parser, params_from_args
+    from hello_agents_rl.workflows.actions import parse
+    from hello_agents_rl.interfaces.cli import build_parser, params_from_args
 
     config = tmp_path / "run.yaml"
     config.write_text("algorithm: grpo\ntools: [calculator]\nmax_tool_turns: 3\ntool_reward: {call_bonus: 0.1}\n")
@@ -416,8 +416,8 @@ def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
 def test_tiny_tool_model_from_the_cli(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from hello_agents_rl.agentic.template import template_problem
-    from hello_agents_rl.cli import run
+    from hello_agents_rl.rollouts.template import template_problem
+    from hello_agents_rl.interfaces.cli import run
 
     assert run(["tiny-model", str(tmp_path / "tiny"), "--tools"]) == 0
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tiny")
@@ -427,7 +427,7 @@ def test_tiny_tool_model_from_the_cli(tmp_path: Path) -> None:
 def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None:
     import json
 
-    from hello_agents_rl.agentic.demo import write_report
+    from hello_agents_rl.workflows.demo_tools import write_report
 
     metrics = dict(failed_call_rate=0.0, mean_calls=0.0, turns_exhausted_rate=0.0, num_questions=1)
     results = {"seed": 0, "sft": {**metrics, "accuracy": 0.0, "tool_call_rate": 0.0},
@@ -443,8 +443,8 @@ def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None
 
 
 def test_sft_on_transcripts_trains_the_assistant_tokens_only(tmp_path: Path) -> None:
-    from hello_agents_rl.actions import parse
-    from hello_agents_rl.agentic.tiny import build_tiny_tool_model
+    from hello_agents_rl.workflows.actions import parse
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
     from hello_agents_rl.data.multiplication import make_dataset
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.trainers.build import build_trainer

@@ -16,7 +16,7 @@ import torch
 
 @pytest.fixture(scope="module")
 def tool_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from hello_agents_rl.agentic.tiny import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
 
     return str(build_tiny_tool_model(tmp_path_factory.mktemp("tiny_tools") / "model", seed=0))
 
@@ -25,7 +25,7 @@ def _trainer(tool_model: str, tmp_path: Path, scripted: list[str], max_tool_turn
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.agentic import runtime
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.trainers.args import trl_args

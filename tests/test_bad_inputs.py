@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.cli import main
+from hello_agents_rl.interfaces.cli import main
 from hello_agents.tools import RLTrainingTool
 
 
@@ -169,6 +169,6 @@ def test_cli_flag_errors(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_process_exit_status() -> None:
-    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "train", "--lora_rank", "0"],
+    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", "--lora_rank", "0"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "lora_rank" in proc.stderr and "Traceback" not in proc.stderr

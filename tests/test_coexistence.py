@@ -64,6 +64,6 @@ def test_hello_agents_first_then_ours_then_theirs_removed(release: str, wheel: P
 def test_a_folder_left_behind_by_an_uninstall_does_not_hide_the_book_line(tmp_path: Path) -> None:
     """pip can leave an empty hello_agents/ (a __pycache__) behind: a namespace folder, not hello-agents."""
     (tmp_path / "hello_agents" / "__pycache__").mkdir(parents=True)
-    code = ("from hello_agents.tools import RLTrainingTool; import hello_agents_rl.tool as t; "
+    code = ("from hello_agents.tools import RLTrainingTool; import hello_agents_rl.interfaces.tool as t; "
             "assert RLTrainingTool is t.RLTrainingTool; print('ok')")
     assert run_command(sys.executable, "-c", code, cwd=tmp_path).strip() == "ok"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hello_agents_rl.actions import parse
+from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.trainers.args import trl_args
 from hello_agents.tools import RLTrainingTool
 
@@ -35,7 +35,7 @@ def test_log_lines_in_a_file_are_whole_lines(tiny_model: str, tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as most users run: stdout buffered
     env |= {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as sink:
-        done = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "train", f"--model_name={tiny_model}",
+        done = subprocess.run([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", f"--model_name={tiny_model}",
                                f"--output_dir={tmp_path / 'out'}", "--max_steps=3", *flags],
                               stdout=sink, stderr=subprocess.STDOUT, env=env, timeout=300)
     text = log.read_bytes().decode()  # bytes as written: a carriage return is not a line break here

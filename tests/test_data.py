@@ -8,7 +8,7 @@ import pytest
 from datasets import Dataset
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.actions import parse
+from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.data import arithmetic, load
 from hello_agents.tools import RLTrainingTool
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hello_agents_rl.demo import QUICK_TEST_MARGIN as MARGIN  # why 15 points: see its comment
+from hello_agents_rl.workflows.demo import QUICK_TEST_MARGIN as MARGIN  # why 15 points: see its comment
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from hello_agents_rl.demo import run_demo
+    from hello_agents_rl.workflows.demo import run_demo
 
     out = tmp_path_factory.mktemp("demo")
     returned = run_demo(out, seed=0, quick=True)

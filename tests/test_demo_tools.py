@@ -15,7 +15,7 @@ MARGIN = 0.15
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from hello_agents_rl.agentic.demo import run_demo
+    from hello_agents_rl.workflows.demo_tools import run_demo
 
     out = tmp_path_factory.mktemp("demo_tools")
     return out, run_demo(out, seed=0, quick=True)
@@ -58,7 +58,7 @@ def results_path(demo: tuple[Path, dict]) -> str:
 def test_the_trained_model_keeps_its_tool_template(demo: tuple[Path, dict]) -> None:
     from transformers import AutoTokenizer
 
-    from hello_agents_rl.agentic.template import template_problem
+    from hello_agents_rl.rollouts.template import template_problem
 
     tokenizer = AutoTokenizer.from_pretrained(demo[1]["grpo"]["model_path"])
     assert tokenizer.response_template is not None and template_problem(tokenizer) is None

@@ -91,7 +91,7 @@ def sft_run(tiny_model: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     work = tmp_path_factory.mktemp("dist_sft")
     out, dump = work / "sft_out", work / "dump"
     (work / "run.yaml").write_text(yaml.safe_dump({**SFT, "model_name": tiny_model, "output_dir": str(out)}))
-    # the command line (hello_agents_rl.cli.main) under the probe; `-m hello_agents_rl.cli` runs the same main().
+    # the command line (hello_agents_rl.interfaces.cli.main) under the probe; `-m hello_agents_rl.interfaces.cli` runs the same main().
     # The final save takes the DeepSpeed/FSDP branch: every rank saves, rank 0 merges the saved adapter.
     args = [str(PROBE), str(dump), "--cli", "train", "--config", "run.yaml", "--report_to", "none"]
     return _launch(args, work, PROBE_COLLECTIVE_SAVE="1"), out, dump
@@ -224,13 +224,13 @@ def test_only_rank0_cleans_the_output_dir(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_cli_runs_as_a_module() -> None:
-    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "train", "--help"],
+    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", "--help"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "--batch_size" in proc.stdout
 
 
 def test_example_run_configs_validate() -> None:
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
 
     configs = sorted((ROOT / "configs").glob("*.yaml"))
     assert len(configs) >= 4

@@ -61,7 +61,7 @@ def test_thresholds_are_configurable() -> None:
 
 def test_thresholds_from_the_config() -> None:
     from hello_agents_rl import ConfigError
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
 
     assert parse({"doctor_thresholds": {"kl_high": 0.3}, "output_dir": "/tmp/x"}).doctor_thresholds == {"kl_high": 0.3}
     with pytest.raises(ConfigError, match="doctor_thresholds.kl_hgh.*kl_high"):

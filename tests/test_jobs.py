@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.jobs import JobManager
+from hello_agents_rl.workflows.jobs import JobManager
 
 TINY_TRAIN = {"action": "train", "algorithm": "grpo", "dataset": "arithmetic", "max_samples": 8, "batch_size": 2,
               "num_generations": 2, "max_new_tokens": 8, "logging_steps": 1, "use_lora": False, "report_to": "none"}

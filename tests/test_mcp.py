@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from hello_agents_rl import ConfigError  # noqa: E402
-from hello_agents_rl.mcp_server import RLServer  # noqa: E402
+from hello_agents_rl.interfaces.mcp_server import RLServer  # noqa: E402
 
 TINY_TRAIN = {"algorithm": "grpo", "dataset": "arithmetic", "max_samples": 8, "max_steps": 2, "batch_size": 2,
               "num_generations": 2, "max_new_tokens": 8, "logging_steps": 1, "save_steps": 100, "use_lora": False,
@@ -26,7 +26,7 @@ def _payload(result) -> dict:
 
 
 async def _drive(roots: list[Path], jobs_dir: Path, calls) -> None:
-    args = ["-m", "hello_agents_rl.cli", "mcp", "--jobs-dir", str(jobs_dir)]
+    args = ["-m", "hello_agents_rl.interfaces.cli", "mcp", "--jobs-dir", str(jobs_dir)]
     for root in roots:
         args += ["--root", str(root)]
     params = StdioServerParameters(command=sys.executable, args=args,
@@ -132,7 +132,7 @@ def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.cli", "mcp", "--http", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "mcp", "--http", "--port", str(port),
                                "--root", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60

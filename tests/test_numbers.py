@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import hello_agents_rl.evaluate as evaluate
-from hello_agents_rl.analysis import error_kind, error_summary, wrong_steps
-from hello_agents_rl.evaluate import Sample, evaluate_model, pass_at
+import hello_agents_rl.evaluation.run as evaluate
+from hello_agents_rl.evaluation.analysis import error_kind, error_summary, wrong_steps
+from hello_agents_rl.evaluation.run import Sample, evaluate_model, pass_at
 from hello_agents_rl.rewards import build_reward, follows_format, group_advantages, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 

@@ -42,7 +42,7 @@ def test_pipeline_end_to_end(tiny_model: str, tmp_path: Path) -> None:
 
 
 def test_pipeline_cli_validates_before_training(tmp_path: Path, capsys) -> None:
-    from hello_agents_rl.cli import main
+    from hello_agents_rl.interfaces.cli import main
 
     config = tmp_path / "run.yaml"
     config.write_text("model_name: Qwen/Qwen3-0.6B\ngrpo:\n  kl_coeff: 0.1\n")
@@ -53,7 +53,7 @@ def test_pipeline_cli_validates_before_training(tmp_path: Path, capsys) -> None:
 
 
 def test_pipeline_with_tools_evaluates_every_stage_with_them(tmp_path: Path) -> None:
-    from hello_agents_rl.agentic.tiny import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
 
     model = str(build_tiny_tool_model(tmp_path / "tiny_tools"))
     root = tmp_path / "pipeline"
@@ -71,7 +71,7 @@ def test_pipeline_with_tools_evaluates_every_stage_with_them(tmp_path: Path) -> 
 
 
 def test_pipeline_and_search_evaluate_with_the_training_tools(tmp_path: Path) -> None:
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
 
     pipeline = parse({"action": "pipeline", "dataset": "multiplication", "tools": ["calculator"], "max_tool_turns": 3,
                       "output_dir": str(tmp_path / "p")})

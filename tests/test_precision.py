@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hello_agents_rl.actions import parse
+from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.trainers import run
 from hello_agents_rl.trainers.args import trl_args
 

@@ -7,15 +7,15 @@ import json
 import re
 from pathlib import Path
 
-from hello_agents_rl.actions import markdown_tables
-from hello_agents_rl.readme import read_block
+from hello_agents_rl.workflows.actions import markdown_tables
+from readme_blocks import read_block
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_readme_parameter_tables_match_the_config() -> None:
-    assert read_block("params") == markdown_tables(), "run: .venv/bin/python scripts/update_readme.py"
+    assert read_block("params") == markdown_tables(), "run: .venv/bin/python benchmarks/update_readme.py"
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:

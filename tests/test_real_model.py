@@ -91,7 +91,7 @@ def test_gguf_dequantized_once_into_the_cache(smol: tuple, cache: Path) -> None:
 
 
 def test_import_gguf_command(smol: tuple, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hello_agents_rl.cli import run
+    from hello_agents_rl.interfaces.cli import run
 
     gguf, cached, _ = smol
     out = tmp_path / "smollm2"

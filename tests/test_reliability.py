@@ -36,7 +36,7 @@ def _launch(config: dict, tmp_path: Path, name: str) -> tuple[subprocess.Popen, 
     path.write_text(yaml.safe_dump(config))
     log = (tmp_path / f"{name}.log").open("w")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.cli", "train", "--config", str(path)],
+    proc = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", "--config", str(path)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     return proc, tmp_path / f"{name}.log"
 

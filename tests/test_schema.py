@@ -8,9 +8,9 @@ import jsonschema
 import pytest
 from pydantic import TypeAdapter
 
-from hello_agents_rl.actions import ACTIONS
+from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.config import describe_fields
-from hello_agents_rl.schema import json_schema, openai_tools
+from hello_agents_rl.interfaces.schema import json_schema, openai_tools
 from hello_agents.tools import RLTrainingTool
 
 # The book's calls (section 11.4 and the README), verbatim apart from the "..." placeholders.

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hello_agents_rl import cli
-from hello_agents_rl.actions import parse
+from hello_agents_rl.interfaces import cli
+from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.errors import ConfigError
 from hello_agents.tools import RLTrainingTool
 
@@ -118,7 +118,7 @@ def test_shipped_search_configs_are_valid(tmp_path: Path, name: str) -> None:
 def test_ranges_become_optuna_suggestions_of_the_key_type(tmp_path: Path) -> None:
     import optuna
 
-    from hello_agents_rl.search import _suggest
+    from hello_agents_rl.workflows.search import _suggest
 
     space = {"lora_rank": {"low": 4, "high": 64, "log": True}, "learning_rate": {"low": 1e-6, "high": 1e-4, "log": True},
              "kl_coef": [0.01, 0.05, 0.1], "num_generations": {"low": 2, "high": 8, "step": 2}}
@@ -269,7 +269,7 @@ def test_kl_explosion_fails_the_trial_with_the_doctors_reason(tmp_path: Path, ti
 
 
 def _search_command(config: Path) -> list[str]:
-    return [sys.executable, "-m", "hello_agents_rl.cli", "search", "--config", str(config)]
+    return [sys.executable, "-m", "hello_agents_rl.interfaces.cli", "search", "--config", str(config)]
 
 
 def _env() -> dict[str, str]:

@@ -15,7 +15,7 @@ import pytest
 from conftest import Venv
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.serve import model_folder, plan
+from hello_agents_rl.workflows.serve import model_folder, plan
 from hello_agents.tools import RLTrainingTool
 
 
@@ -56,7 +56,7 @@ def served(lora_run: Path) -> Iterator[dict]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.cli", "serve", str(lora_run), "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "serve", str(lora_run), "--port", str(port),
                                "--engine", "transformers"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         evaluation = RLTrainingTool().run({"action": "evaluate", "model_path": str(lora_run), "dataset": "arithmetic",
@@ -127,7 +127,7 @@ def test_8bit_loading_is_refused_where_the_hardware_cannot_and_planned_where_it_
     with pytest.raises(ConfigError, match="`load_in_8bit`: .*needs a CUDA GPU"):
         plan(str(lora_run), load_in_8bit=True)
     assert sorted(p.name for p in lora_run.iterdir()) == before  # refused before the adapter was merged
-    cli = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "serve", tiny_model, "--load-in-8bit",
+    cli = subprocess.run([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "serve", tiny_model, "--load-in-8bit",
                           "--dry-run"], capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert cli.returncode == 2 and "load_in_8bit" in cli.stderr and "Traceback" not in cli.stderr
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.cli import main
+from hello_agents_rl.interfaces.cli import main
 from hello_agents.tools import RLTrainingTool
 
 SFT = {
@@ -204,7 +204,7 @@ def test_nan_weights_are_never_completed_nor_saved(finished_run: tuple[str, Path
     import torch
     from transformers import TrainerCallback
 
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.trainers.run import train
 
     class PoisonWeights(TrainerCallback):  # what an overflowing update does, with finite gradients
@@ -255,7 +255,7 @@ def test_a_dataset_dict_split_is_chosen_by_name() -> None:
 
     data = DatasetDict({"train": Dataset.from_dict({"question": ["1 + 1?"], "answer": ["2"]}),
                         "dev": Dataset.from_dict({"question": ["2 + 2?", "3 + 3?"], "answer": ["4", "6"]})})
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
 
     assert len(load(parse({"action": "load_dataset", "dataset": data, "split": "dev"}))) == 2
     with pytest.raises(ConfigError, match="it has: train, dev"):
@@ -263,7 +263,7 @@ def test_a_dataset_dict_split_is_chosen_by_name() -> None:
 
 
 def test_max_samples_on_the_embedded_task_draws_without_replacement() -> None:
-    from hello_agents_rl.actions import parse
+    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.data import load
 
     rows = load(parse({"action": "load_dataset", "dataset": "arithmetic", "max_samples": 300, "seed": 3}))
@@ -320,7 +320,7 @@ def test_a_key_given_twice_in_yaml_is_an_error(tmp_path: Path, capsys) -> None:
     (["--batch_size", "2", "--report_to", "[none]"], {"batch_size": 2, "report_to": ["none"]}),
 ])
 def test_cli_values_are_taken_as_typed(argv: list[str], expected: dict) -> None:
-    from hello_agents_rl.cli import build_parser, params_from_args
+    from hello_agents_rl.interfaces.cli import build_parser, params_from_args
 
     args, extra = build_parser().parse_known_args(["train", *argv])
     assert params_from_args(args, "train", extra) == {**expected, "action": "train"}
@@ -429,7 +429,7 @@ def test_an_adapter_without_its_base_says_so(run_copy: Path, tmp_path: Path) -> 
 @pytest.mark.slow
 def test_a_pipeline_into_a_finished_folder_is_refused_before_any_evaluation(tiny_model: str, tmp_path: Path,
                                                                            monkeypatch) -> None:
-    import hello_agents_rl.pipeline as pipeline
+    import hello_agents_rl.workflows.pipeline as pipeline
 
     (tmp_path / "p" / "sft").mkdir(parents=True)
     (tmp_path / "p" / "sft" / "results.json").write_text('{"status": "completed"}')
@@ -456,7 +456,7 @@ def test_custom_code_models_keep_the_trust_remote_code_hint(tmp_path: Path) -> N
 def test_cli_refusals_leave_no_output_dir(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(yaml.safe_dump({"dataset": "arithmetic", "split": "validation", "output_dir": str(tmp_path / "o")}))
-    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "train", "--config", str(config)],
+    proc = subprocess.run([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", "--config", str(config)],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 2 and "not a split" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "o").exists()

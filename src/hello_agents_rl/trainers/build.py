@@ -35,7 +35,7 @@ def build_trainer(
         trainer_class, args = fast_grpo_trainer_class(), GRPOConfig(**trl_args(cfg, device, bf16))
         extra = {"reward_funcs": [reward_fn]}  # already adapted: see rewards.to_trl_reward
         if cfg.tools or cfg.environment is not None:  # TRL's multi-turn tool loop, guarded tools (agentic/)
-            from hello_agents_rl.agentic.runtime import trainer_kwargs
+            from hello_agents_rl.trainers.tools import trainer_kwargs
 
             extra |= trainer_kwargs(cfg)
     else:
@@ -43,7 +43,7 @@ def build_trainer(
 
         keep = ["prompt", "completion"]  # loss on the completion only
         if cfg.tools:  # prompts list the tools as GRPO's do; transcripts' tool results get no loss
-            from hello_agents_rl.agentic.runtime import with_tool_column
+            from hello_agents_rl.trainers.tools import with_tool_column
 
             keep.append("tools")
             train_data, eval_data = (with_tool_column(d, cfg) if d is not None else None for d in (train_data, eval_data))

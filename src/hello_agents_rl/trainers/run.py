@@ -21,7 +21,7 @@ from hello_agents_rl.models import (
 from hello_agents_rl.outputs import (
     METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, plan_output_dir, save_final_model,
 )
-from hello_agents_rl.agentic import runtime as agentic
+from hello_agents_rl.trainers import tools as agentic
 from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents_rl.trainers.args import report_targets
 from hello_agents_rl.trainers.build import build_trainer

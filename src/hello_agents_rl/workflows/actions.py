@@ -39,13 +39,13 @@ class Action:
 
 ACTIONS: dict[str, Action] = {
     "train": Action(TrainConfig, "hello_agents_rl.trainers.run:train"),
-    "evaluate": Action(EvaluateConfig, "hello_agents_rl.evaluate:run"),
-    "compare": Action(CompareConfig, "hello_agents_rl.evaluate:compare"),
-    "pipeline": Action(PipelineConfig, "hello_agents_rl.pipeline:run_pipeline"),
-    "export": Action(ExportConfig, "hello_agents_rl.export:run"),
+    "evaluate": Action(EvaluateConfig, "hello_agents_rl.evaluation.run:run"),
+    "compare": Action(CompareConfig, "hello_agents_rl.evaluation.run:compare"),
+    "pipeline": Action(PipelineConfig, "hello_agents_rl.workflows.pipeline:run_pipeline"),
+    "export": Action(ExportConfig, "hello_agents_rl.workflows.export:run"),
     "load_dataset": Action(LoadDatasetConfig, "hello_agents_rl.data:describe"),
     "create_reward": Action(CreateRewardConfig, "hello_agents_rl.rewards:score_completions"),
-    "search": Action(SearchConfig, "hello_agents_rl.search:run"),
+    "search": Action(SearchConfig, "hello_agents_rl.workflows.search:run"),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from hello_agents_rl.agentic.tools import resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.tools import resolve_environment, resolve_tools
 from hello_agents_rl.errors import ConfigError
 
 TOOL_REWARD_KEYS = {"failed_call_penalty": 0.0, "call_bonus": 0.0}

@@ -178,7 +178,7 @@ class Objective:
         return self._accuracy(trial, result["model_path"], folder)
 
     def _accuracy(self, trial: optuna.Trial, model_path: str, folder: Path) -> float:
-        from hello_agents_rl.evaluate import run as evaluate
+        from hello_agents_rl.evaluation.run import run as evaluate
 
         evaluation = evaluate(self.cfg.evaluation_config(model_path))
         atomic_write_json(folder / "evaluation.json", evaluation)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.agentic.template import TOOL_CHAT_TEMPLATE, TOOL_RESPONSE_TEMPLATE
+from hello_agents_rl.rollouts.template import TOOL_CHAT_TEMPLATE, TOOL_RESPONSE_TEMPLATE
 
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 _CORPUS = [

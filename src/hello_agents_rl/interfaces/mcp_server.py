@@ -1,7 +1,7 @@
 """`hello-agents-rl mcp`: the actions and the job calls over the Model Context Protocol (the official `mcp` SDK).
 
-Tools: one per action, with the JSON Schema of hello_agents_rl.schema; `train`, `pipeline` and `search` start
-background jobs (hello_agents_rl.jobs) and return a job id at once; `job_status`, `job_cancel`, `job_result`
+Tools: one per action, with the JSON Schema of hello_agents_rl.interfaces.schema; `train`, `pipeline` and `search` start
+background jobs (hello_agents_rl.workflows.jobs) and return a job id at once; `job_status`, `job_cancel`, `job_result`
 and `job_list` follow them. An agent is not the person who started the server, so every path it names must lie
 under a `--root` folder, and code from elsewhere (trust_remote_code, import strings for tools or environments)
 is refused unless the server was started with `--trust-remote-code`. A bad argument comes back as a tool error
@@ -19,13 +19,13 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from hello_agents_rl import actions
-from hello_agents_rl.actions import ACTIONS
-from hello_agents_rl.agentic.tools import BUILTIN_TOOLS
+from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.actions import ACTIONS
+from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
 from hello_agents_rl.config import looks_like_local_path
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.jobs import JOB_ACTIONS, JobManager
-from hello_agents_rl.schema import json_schema
+from hello_agents_rl.workflows.jobs import JOB_ACTIONS, JobManager
+from hello_agents_rl.interfaces.schema import json_schema
 
 _JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "description": "The id a job-starting tool returned."}},
            "required": ["job_id"], "additionalProperties": False}

@@ -113,7 +113,7 @@ class _Base(BaseModel):
     # allow_inf_nan=False: "inf"/"nan" (numbers or strings) are refused for every float key
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True, allow_inf_nan=False)
 
-    action: str = Field("train", description="What to do: one of the actions in hello_agents_rl.actions.ACTIONS.")
+    action: str = Field("train", description="What to do: one of the actions in hello_agents_rl.workflows.actions.ACTIONS.")
 
 
 class DataConfig(_Base):
@@ -480,7 +480,7 @@ def _check_agentic(tools: list[Any], environment: Any, algorithm: str | None = N
                    max_tool_turns: int = 1, reward_type: Any = None, reward_config: dict | None = None) -> None:
     if not tools and environment is None and not tool_reward:
         return
-    from hello_agents_rl.agentic.checks import check_agentic  # resolves and checks tools without loading a model
+    from hello_agents_rl.rollouts.checks import check_agentic  # resolves and checks tools without loading a model
     from hello_agents_rl.rewards import build_reward
 
     reward = build_reward(reward_type, reward_config) if reward_type is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from hello_agents_rl.agentic.tools import ToolStats, guard, guarded_environment, resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.tools import ToolStats, guard, guarded_environment, resolve_environment, resolve_tools
 
 
 def uses_tools(cfg: Any) -> bool:
@@ -18,7 +18,7 @@ def uses_tools(cfg: Any) -> bool:
 
 def preflight(cfg: Any, model_key: str = "model_name") -> None:
     """Before the disk or the model: the model's chat template must express tool calls (ConfigError)."""
-    from hello_agents_rl.agentic.template import check_tool_template
+    from hello_agents_rl.rollouts.template import check_tool_template
     from hello_agents_rl.models import load_tokenizer
 
     name = getattr(cfg, model_key)
@@ -52,8 +52,8 @@ def with_tool_column(data: Any, cfg: Any) -> Any:
 
 
 def trajectory_reward(cfg: Any) -> Callable[..., list[float]]:
-    from hello_agents_rl.agentic.checks import check_tool_reward
-    from hello_agents_rl.agentic.rewards import to_trl_trajectory_reward
+    from hello_agents_rl.rollouts.checks import check_tool_reward
+    from hello_agents_rl.rewards.trajectory import to_trl_trajectory_reward
     from hello_agents_rl.rewards import build_reward
 
     reward = build_reward(cfg.reward_type, cfg.reward_config)

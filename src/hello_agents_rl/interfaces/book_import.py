@@ -4,7 +4,7 @@ hello-agents owns the `hello_agents` package, so this project ships no file unde
 overwrite the other. Instead `hello_agents_rl.pth` (run by Python at start-up) puts one finder on
 sys.meta_path that answers for two module names only:
 - hello-agents installed: its modules load untouched, and `hello_agents.tools.RLTrainingTool` resolves to ours,
-  a real hello-agents `Tool` (hello_agents_rl.hello_agents_tool); 0.2.x's own tool stays in its builtin module.
+  a real hello-agents `Tool` (hello_agents_rl.interfaces.hello_agents_tool); 0.2.x's own tool stays in its builtin module.
 - not installed: `hello_agents` and `hello_agents.tools` are stand-ins that hold RLTrainingTool and nothing else.
 Uninstalling either package leaves the other as it was. Written by hand: an import hook is the standard
 library's own mechanism for this (importlib's finders and loaders); no library offers it.
@@ -74,7 +74,7 @@ def offer_tool(module: ModuleType) -> None:
 
     def __getattr__(name: str) -> Any:
         if name == NAME:
-            from hello_agents_rl.hello_agents_tool import book_tool_class
+            from hello_agents_rl.interfaces.hello_agents_tool import book_tool_class
 
             tool_class = book_tool_class(module)
             setattr(module, NAME, tool_class)

@@ -22,7 +22,7 @@ from typing import Any
 from hello_agents_rl.data.arithmetic import make_dataset
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
-from hello_agents_rl.tool import RLTrainingTool
+from hello_agents_rl.interfaces.tool import RLTrainingTool
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def run_demo(
         "wall_time_s": clock.total(),
         "seconds": clock.laps,
     }
-    from hello_agents_rl.report import write_report  # matplotlib loads only when we get here
+    from hello_agents_rl.workflows.report import write_report  # matplotlib loads only when we get here
 
     write_report(out, results, sft_eval["details"], grpo_eval["details"])
     clock.lap("report")

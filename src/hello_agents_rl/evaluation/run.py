@@ -15,7 +15,7 @@ from hello_agents_rl import data as data_layer
 from hello_agents_rl.config import EvaluateConfig
 from hello_agents_rl.data import render_prompt
 from hello_agents_rl.models import load_model, load_tokenizer, system_prompt_of, with_recorded_prompt
-from hello_agents_rl.analysis import analyse, error_fields, error_summary
+from hello_agents_rl.evaluation.analysis import analyse, error_fields, error_summary
 from hello_agents_rl.rewards import extract_answer, follows_format, is_correct, parse_ground_truth
 
 
@@ -138,7 +138,7 @@ def summarise(details: list[dict[str, Any]], k: int, elapsed: float) -> dict[str
 
 def run(cfg: EvaluateConfig) -> dict[str, Any]:
     if cfg.tools or cfg.environment is not None:  # multi-turn rollouts with tools: hello_agents_rl.agentic
-        from hello_agents_rl.agentic.evaluate import run as run_with_tools
+        from hello_agents_rl.evaluation.tools import run as run_with_tools
 
         return run_with_tools(cfg)
     cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_path)  # the prompt the model was trained with
@@ -164,7 +164,7 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
 def compare(cfg: Any) -> dict[str, Any]:
     """Every model on the same questions: one row each, and where they disagree."""
     if cfg.tools or cfg.environment is not None:  # with tools: the same table plus the tool columns
-        from hello_agents_rl.agentic.evaluate import compare as compare_with_tools
+        from hello_agents_rl.evaluation.tools import compare as compare_with_tools
 
         return compare_with_tools(cfg)
     table, correct = [], {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"  # the repository's README (a source checkout)
+README = Path(__file__).resolve().parents[1] / "README.md"  # the repository's README (a source checkout)
 
 
 def _markers(name: str) -> tuple[str, str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.config import EvaluateConfig, PipelineConfig
-from hello_agents_rl.evaluate import comparison_markdown
-from hello_agents_rl.evaluate import run as evaluate
+from hello_agents_rl.evaluation.run import comparison_markdown
+from hello_agents_rl.evaluation.run import run as evaluate
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.outputs import atomic_write_json, plan_output_dir
 from hello_agents_rl.trainers.run import train
@@ -59,7 +59,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict[str, Any]:
 
 def write_report(root: Path, results: dict[str, Any], evaluations: dict[str, dict[str, Any]]) -> Path:
     """report.md and a self-contained report.html (plots embedded) beside training_results.json."""
-    from hello_agents_rl.report import plot_accuracy_bars, plot_curves, read_metrics
+    from hello_agents_rl.workflows.report import plot_accuracy_bars, plot_curves, read_metrics
 
     plots = {
         "sft_curves.png": plot_curves(read_metrics(Path(results["sft"]["output_dir"]) / "metrics.jsonl"),
@@ -90,7 +90,7 @@ def write_report(root: Path, results: dict[str, Any], evaluations: dict[str, dic
 def _comparison(table: list[dict[str, Any]]) -> str:
     """The models side by side; with the tool columns when they were evaluated with tools."""
     if table and "tool_call_rate" in table[0]:
-        from hello_agents_rl.agentic.evaluate import comparison_markdown as with_tools
+        from hello_agents_rl.evaluation.tools import comparison_markdown as with_tools
 
         return with_tools(table)
     return comparison_markdown(table)

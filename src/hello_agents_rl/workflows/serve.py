@@ -43,7 +43,7 @@ def model_folder(model: str, merged_dir: str | None = None) -> tuple[str, list[s
     if not is_adapter_dir(source):
         raise ConfigError(f"`model`: {source} holds neither a model (config.json) nor a LoRA adapter; "
                           "give a run's output_dir, its model/ or adapter/ folder")
-    from hello_agents_rl.export import MANIFEST, export
+    from hello_agents_rl.workflows.export import MANIFEST, export
 
     out = Path(merged_dir).expanduser() if merged_dir else source.parent / f"{source.name}-merged"
     if (out / MANIFEST).is_file() and (out / "config.json").is_file():

@@ -21,7 +21,7 @@ ERROR_KINDS = ("format", "calculation", "understanding", "reasoning")
 
 def wrong_steps(completion: str) -> list[str]:
     """The steps "a <op> b = c" whose c is not a <op> b (exact arithmetic; steps it cannot read are skipped)."""
-    from hello_agents_rl.agentic.tools import calculator  # exact and safe: parsed, never eval'd
+    from hello_agents_rl.rollouts.tools import calculator  # exact and safe: parsed, never eval'd
 
     wrong = []
     for lhs, rhs in arithmetic_steps(completion):

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.agentic.tiny import build_tiny_tool_model
+from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
 from hello_agents_rl.data.multiplication import make_dataset
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
-from hello_agents_rl.tool import RLTrainingTool
+from hello_agents_rl.interfaces.tool import RLTrainingTool
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.tool import RLTrainingTool as PlainTool
+from hello_agents_rl.interfaces.tool import RLTrainingTool as PlainTool
 
 REGISTRY_TEXT_KEY = "input"  # hello-agents wraps a tool call's raw text as {"input": text}
 

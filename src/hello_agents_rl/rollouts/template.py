@@ -78,7 +78,7 @@ def check_tool_template(tokenizer: Any, model_name: str, key: str = "tools") -> 
             f"`{key}`: model {model_name!r} cannot be trained or evaluated with tools: {problem}. Templates that "
             f"work: {WORKING_TEMPLATES}. Fix: start from such a model, or set tokenizer.chat_template to one that "
             "renders tool calls and tokenizer.response_template to its parser, save the tokenizer with the model "
-            "(hello_agents_rl.agentic.template.add_tool_template does this for ChatML models)."
+            "(hello_agents_rl.rollouts.template.add_tool_template does this for ChatML models)."
         )
 
 

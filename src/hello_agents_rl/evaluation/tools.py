@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from hello_agents_rl.agentic.rewards import read_trajectory
-from hello_agents_rl.agentic.tools import ToolStats, guard, guarded_environment, public_methods, resolve_environment, resolve_tools
+from hello_agents_rl.rewards.trajectory import read_trajectory
+from hello_agents_rl.rollouts.tools import ToolStats, guard, guarded_environment, public_methods, resolve_environment, resolve_tools
 from hello_agents_rl.rewards import extract_answer, follows_format, parse_ground_truth
 
 
@@ -202,7 +202,7 @@ def summarise(details: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
 
 
 def load_for_eval(path: str, trust_remote_code: bool) -> tuple[Any, Any]:
-    from hello_agents_rl.agentic.template import check_tool_template
+    from hello_agents_rl.rollouts.template import check_tool_template
     from hello_agents_rl.models import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(path, trust_remote_code)
@@ -251,7 +251,7 @@ def compare(cfg: Any) -> dict[str, Any]:
     from hello_agents_rl import data as data_layer
 
     rows = data_layer.load(cfg)
-    from hello_agents_rl.agentic.template import check_tool_template
+    from hello_agents_rl.rollouts.template import check_tool_template
     from hello_agents_rl.models import load_tokenizer
 
     for name, path in cfg.models.items():  # every template checked before the first (long) evaluation

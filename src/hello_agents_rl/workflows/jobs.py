@@ -1,6 +1,6 @@
 """Background jobs: `train`, `pipeline` and `search` as child processes, their records in SQLite.
 
-A job is `python -m hello_agents_rl.cli <action> --config <job folder>/config.json`, so it is exactly what a
+A job is `python -m hello_agents_rl <action> --config <job folder>/config.json`, so it is exactly what a
 person would run, and cancelling it is the CLI's own Ctrl-C path (SIGINT: checkpoint, results.json with
 status "interrupted"). The store keeps the child's pid and process start time: a server restarted later
 still knows every job, and a job whose process is gone without a result is failed, never running forever.
@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import psutil
 
-from hello_agents_rl import actions
+from hello_agents_rl.workflows import actions
 from hello_agents_rl.errors import ConfigError
 
 JOB_ACTIONS = ("train", "pipeline", "search")
@@ -136,7 +136,7 @@ class JobManager:
     # -- internals ----------------------------------------------------------------------------------------
 
     def _command(self, action: str, config: Path) -> list[str]:
-        return [sys.executable, "-m", "hello_agents_rl.cli", action.replace("_", "-"), "--config", str(config)]
+        return [sys.executable, "-m", "hello_agents_rl", action.replace("_", "-"), "--config", str(config)]
 
     def _rows(self) -> list[sqlite3.Row]:
         with self._db() as db:

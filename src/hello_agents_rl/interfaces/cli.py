@@ -1,0 +1,234 @@
+"""`hello-agents-rl`: the same actions as RLTrainingTool, from a YAML/JSON config and --key overrides."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hello_agents_rl.workflows.actions import ACTIONS
+from hello_agents_rl.config import describe_fields
+from hello_agents_rl.distributed import is_main_process
+from hello_agents_rl.errors import ConfigError
+
+COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice (plain YAML keeps the last value without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice; keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """YAML or JSON (JSON is YAML); syntax errors and repeated keys come back with the line number."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--config: {path} not found")
+    try:
+        loaded = yaml.load(file.read_text(encoding="utf-8-sig"), Loader=_StrictLoader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        raise ConfigError(f"{where}: invalid YAML/JSON ({getattr(error, 'problem', error)}); fix the syntax there") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; re-save it as UTF-8") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of key: value, got {type(loaded).__name__}")
+    return loaded
+
+
+def _action_parser(sub: Any, command: str, action: str) -> None:
+    model = ACTIONS[action].config
+    parser = sub.add_parser(command, help=model.__doc__, description=model.__doc__, allow_abbrev=False)
+    parser.add_argument("--config", help="YAML or JSON file of parameters; --key value overrides it")
+    for name, default, text in describe_fields(model):
+        if name != "action":
+            spellings = dict.fromkeys([f"--{name}", f"--{name.replace('_', '-')}"])  # --max_new_tokens = --max-new-tokens
+            parser.add_argument(*spellings, dest=name, metavar="VALUE", help=f"{text} [default: {default}]")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hello-agents-rl", description="SFT and GRPO for small language models.", allow_abbrev=False
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command, action in COMMANDS.items():
+        _action_parser(sub, command, action)
+    tiny = sub.add_parser("tiny-model", help="Write a tiny random Qwen3 model with its own tokenizer.")
+    tiny.add_argument("out_dir")
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--tools", action="store_true", help="A tokenizer and chat template that can express tool calls.")
+    gguf = sub.add_parser("import-gguf", help="Dequantize a GGUF file into a trainable transformers folder.")
+    gguf.add_argument("file")
+    gguf.add_argument("out_dir")
+    demo = sub.add_parser("demo", help="SFT on imperfect demonstrations, then GRPO beyond them (offline, minutes).")
+    demo.add_argument("--output-dir", default="outputs/demo")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
+    demo.add_argument("--task", choices=["addition", "tools"], default="addition",
+                      help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator.")
+    _agent_parsers(sub)
+    return parser
+
+
+def _agent_parsers(sub: Any) -> None:
+    """mcp, jobs, serve: driving the actions from an agent, serving what it trained (docs/agents.md)."""
+    mcp = sub.add_parser("mcp", help="Serve the actions and background jobs over MCP (stdio, or --http).")
+    mcp.add_argument("--root", action="append", required=True, metavar="FOLDER",
+                     help="A folder tool paths may use (repeat for more); anything outside is refused.")
+    mcp.add_argument("--jobs-dir", help="Job records (SQLite) and logs; default <first root>/.jobs.")
+    mcp.add_argument("--trust-remote-code", action="store_true",
+                     help="Allow trust_remote_code and imported tools/environments in calls (off: refused).")
+    mcp.add_argument("--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8000)
+    serve = sub.add_parser("serve", help="Serve a trained model over an OpenAI-compatible API (vLLM or transformers serve).")
+    serve.add_argument("model", help="A run's output_dir, its model/ or adapter/ folder (an adapter is merged first).")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--engine", default="auto", choices=["auto", "vllm", "transformers"],
+                       help="auto: vLLM on a CUDA GPU when installed, else transformers serve.")
+    serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default <adapter>-merged beside it.")
+    serve.add_argument("--dry-run", action="store_true", help="Print the engine command instead of running it.")
+    serve.add_argument("--load-in-8bit", action="store_true",
+                       help="Load the weights in 8 bits (bitsandbytes, CUDA GPU only; refused elsewhere).")
+    jobs = sub.add_parser("jobs", help="List, follow, cancel or collect background jobs in a job store.")
+    jobs.add_argument("call", nargs="?", default="list", choices=["list", "status", "cancel", "result"])
+    jobs.add_argument("job_id", nargs="?")
+    jobs.add_argument("--jobs-dir", required=True, help="The store's folder (the MCP server's --jobs-dir).")
+
+
+def _unknown_options(extra: list[str]) -> dict[str, Any]:
+    """Unknown --key value pairs go on to validation, which names them and suggests the right key."""
+    options: dict[str, Any] = {}
+    for i, token in enumerate(extra):
+        if token.startswith("--"):
+            name, _, inline = token[2:].partition("=")
+            options[name.replace("-", "_")] = inline or (extra[i + 1] if i + 1 < len(extra) else "")
+        elif i == 0 or not extra[i - 1].startswith("--"):
+            raise ConfigError(f"unexpected argument {token!r}; options look like --key value")
+    return options
+
+
+def _is_text(annotation: Any) -> bool:
+    """str or str | None (checked or not): a field whose CLI value must not be read as YAML."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_text(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return {_is_text(a) or a is type(None) for a in typing.get_args(annotation)} == {True}
+    return annotation is str
+
+
+def params_from_args(args: argparse.Namespace, action: str, extra: list[str] | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    params.update(_unknown_options(extra or []))
+    for name, field in ACTIONS[action].config.model_fields.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if _is_text(field.annotation):  # text is taken as typed: "" is empty, "# Be concise" is no comment
+            params[name] = value
+            continue
+        try:  # other values are YAML scalars: 2, 1e-5, true, null, [a, b]
+            params[name] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            params[name] = value
+    params["action"] = action
+    return params
+
+
+def run(argv: list[str] | None = None) -> int:
+    args, extra = build_parser().parse_known_args(argv)
+    if extra and args.command not in COMMANDS:
+        raise ConfigError(f"unexpected arguments {extra}; see hello-agents-rl {args.command} --help")
+    if args.command == "tiny-model" and args.tools:  # docs/agentic.md
+        from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+
+        print(build_tiny_tool_model(args.out_dir, seed=args.seed))
+        return 0
+    if args.command == "tiny-model":
+        from hello_agents_rl.models import build_tiny_model
+
+        print(build_tiny_model(args.out_dir, seed=args.seed))
+        return 0
+    if args.command == "import-gguf":
+        from hello_agents_rl.models import import_gguf
+
+        print(import_gguf(Path(args.file), Path(args.out_dir)))
+        return 0
+    if args.command in ("mcp", "jobs", "serve"):
+        return _agent_command(args)
+    if args.command == "demo" and args.task == "tools":  # docs/agentic.md
+        from hello_agents_rl.workflows.demo_tools import run_demo as run_tools_demo
+
+        run_tools_demo("outputs/demo_tools" if args.output_dir == "outputs/demo" else args.output_dir,
+                       seed=args.seed, quick=args.quick)
+        return 0
+    if args.command == "demo":
+        from hello_agents_rl.workflows.demo import run_demo
+
+        run_demo(args.output_dir, seed=args.seed, quick=args.quick)
+        return 0
+    from hello_agents_rl.workflows.actions import run as run_action
+
+    result = run_action(params_from_args(args, COMMANDS[args.command], extra))
+    if is_main_process():  # under accelerate launch / torchrun every rank holds the same result
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    return {"interrupted": 130, "failed": 1}.get(result.get("status", ""), 0)
+
+
+def _agent_command(args: argparse.Namespace) -> int:
+    if args.command == "mcp":
+        from hello_agents_rl.interfaces.mcp_server import serve
+
+        serve(args.root, args.jobs_dir, args.trust_remote_code, args.http, args.host, args.port)
+        return 0
+    if args.command == "serve":
+        from hello_agents_rl.workflows.serve import serve as serve_model
+
+        return serve_model(args.model, args.host, args.port, args.engine, args.merged_dir, args.dry_run,
+                           args.load_in_8bit)
+    from hello_agents_rl.workflows.jobs import JobManager
+
+    manager = JobManager(args.jobs_dir)
+    if args.call != "list" and not args.job_id:
+        raise ConfigError(f"jobs {args.call}: give the job id (hello-agents-rl jobs list --jobs-dir {args.jobs_dir})")
+    out = manager.list() if args.call == "list" else getattr(manager, args.call)(args.job_id)
+    print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = run(argv)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
+
+

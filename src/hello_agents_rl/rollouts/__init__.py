@@ -1,0 +1,4 @@
+"""Rollouts: the trajectory (a plain answer is a one-turn trajectory), tools and their guard, the one rollout loop.
+
+Nothing here imports torch or transformers at module level: the config layer validates tools through it.
+"""
