@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.rewards.trajectory import read_trajectory, to_trl_trajectory_reward, trajectory_score
+from hello_agents_rl.rewards.trajectory import to_trl_trajectory_reward, trajectory_score
+from hello_agents_rl.rollouts.trajectory import read_trajectory
 from hello_agents_rl.rollouts.tools import (
     ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
 )

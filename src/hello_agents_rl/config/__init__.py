@@ -6,7 +6,6 @@ CLI help and the README table are generated from them (`describe_fields`).
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import tempfile
@@ -16,7 +15,7 @@ from typing import Annotated, Any, Callable, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.errors import ConfigError, did_you_mean
 
 def local_path_problem(name: str) -> str | None:
     """Why a model path that looks local cannot be used (it does not exist), or None."""
@@ -521,11 +520,6 @@ class CreateRewardConfig(_Base):
             raise ValueError(f"`num_generations`: {n} completions do not split into groups of {self.num_generations}; "
                              "give a multiple of num_generations completions")
         return self
-
-
-def did_you_mean(key: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def _first_error(error: ValidationError, model: type[BaseModel]) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from hello_agents_rl.rewards.trajectory import read_trajectory
+from hello_agents_rl.rollouts.trajectory import read_trajectory
 from hello_agents_rl.rollouts.tools import ToolStats, guard, guarded_environment, public_methods, resolve_environment, resolve_tools
 from hello_agents_rl.rewards import extract_answer, follows_format, parse_ground_truth
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from hello_agents_rl.rollouts.tools import resolve_environment, resolve_tools
-from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.errors import ConfigError, did_you_mean
 
 TOOL_REWARD_KEYS = {"failed_call_penalty": 0.0, "call_bonus": 0.0}
 
@@ -46,7 +46,6 @@ def check_tool_reward(tool_reward: dict[str, Any], max_tool_turns: int, reward: 
     """
     unknown = sorted(set(tool_reward) - set(TOOL_REWARD_KEYS))
     if unknown:
-        from hello_agents_rl.config import did_you_mean
 
         raise ConfigError(
             f"`tool_reward.{unknown[0]}`: unknown key{did_you_mean(unknown[0], list(TOOL_REWARD_KEYS))} "

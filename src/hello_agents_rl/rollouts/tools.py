@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
-from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.errors import ConfigError, did_you_mean
 
 TOOL_TIMEOUT_S = 30.0  # a user tool that has not answered by then is a failed call (its thread is abandoned)
 MAX_RESULT_CHARS = 2000  # longer results are cut: they would crowd out the completion budget anyway
@@ -166,7 +166,6 @@ def _import(spec: str, key: str) -> Any:
         ) from None
     if not hasattr(module, attribute):
         public = [n for n in dir(module) if not n.startswith("_")]
-        from hello_agents_rl.config import did_you_mean
 
         raise ConfigError(
             f"`{key}`: {module_name!r} has no attribute {attribute!r}{did_you_mean(attribute, public)} "
@@ -181,7 +180,6 @@ def resolve_tool(spec: Any, key: str) -> Callable[..., Any]:
         if spec in BUILTIN_TOOLS:
             return BUILTIN_TOOLS[spec]
         if ":" not in spec and "." not in spec:
-            from hello_agents_rl.config import did_you_mean
 
             raise ConfigError(
                 f"`{key}`: unknown tool {spec!r}{did_you_mean(spec, list(BUILTIN_TOOLS))} Built-in tools: "

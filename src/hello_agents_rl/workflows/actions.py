@@ -21,10 +21,9 @@ from hello_agents_rl.config import (
     PipelineConfig,
     SearchConfig,
     TrainConfig,
-    did_you_mean,
     validate,
 )
-from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.errors import ConfigError, did_you_mean
 
 
 @dataclass(frozen=True)
