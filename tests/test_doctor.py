@@ -111,3 +111,27 @@ def test_flat_reward_after_a_collapse_says_lower_the_rate() -> None:
     findings = _run(stream)
     assert any("reward fell from 0.7 to 0.1" in f for f in findings), findings
     assert not any("raise learning_rate" in f for f in findings), findings
+
+
+# SmolLM2-135M, GRPO at lr 1e-4 after SFT (docs/real_model.md): reward and KL as logged every 5 steps.
+SMOLLM2_SLIDE = [(1, 1.00, 0.0), (5, 0.92, 0.0008), (10, 0.96, 0.0003), (15, 0.96, 0.0005), (20, 0.86, 0.0080),
+                 (25, 0.86, 0.0074), (30, 0.78, 0.0194)]
+
+
+def test_a_slow_slide_is_reported_with_its_remedy() -> None:
+    doctor = Doctor(learning_rate=1e-4, kl_coef=0.05, max_new_tokens=32)
+    for step, reward, kl in SMOLLM2_SLIDE:
+        doctor.observe(step, {"reward": reward, "kl": kl, "loss": 0.01})
+    slides = [f for f in doctor.findings if "reward sliding" in f]
+    assert len(slides) == 1, doctor.findings
+    assert slides[0].startswith("[step 25]") and "lower learning_rate (now 0.0001)" in slides[0]
+    # the collapse rule alone (best - now > 0.2) stayed quiet on this curve: the slide rule is what reports it
+    assert not [f for f in doctor.findings if "reward fell" in f]
+
+
+def test_a_rising_noisy_reward_is_no_slide() -> None:
+    rising = [0.30, 0.45, 0.40, 0.55, 0.50, 0.62, 0.58, 0.70, 0.64, 0.75, 0.70, 0.80]
+    doctor = Doctor(learning_rate=1e-4, kl_coef=0.05, max_new_tokens=32)
+    for step, reward in enumerate(rising, start=1):
+        doctor.observe(step, {"reward": reward, "kl": 0.01, "loss": 0.1})
+    assert not [f for f in doctor.findings if "sliding" in f]

@@ -102,6 +102,8 @@ class Thresholds:
     flat_window: int = 8
     flat_tolerance: float = 0.01
     collapse_drop: float = 0.2
+    slide_window: int = 6  # logs the reward's trend is fitted over (a slow slide, not one bad log)
+    slide_drop: float = 0.1  # the fitted fall across that window that counts as a slide
     truncation_rate: float = 0.5
     format_drop: float = 0.2
     tool_failure_rate: float = 0.3  # tools: above this share of failed calls for `patience` logs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datasets import Dataset, DatasetDict
 
 from hello_agents_rl.config import DataConfig, split_problem
-from hello_agents_rl.data import arithmetic, custom, gsm8k, multiplication
+from hello_agents_rl.data import arithmetic, custom, gsm8k, multiplication, reasoning_tasks
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
 
@@ -30,6 +30,8 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
         data = arithmetic.make_dataset(split, None, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
         return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
+    elif reasoning_tasks.is_task(source):
+        data = _task_rows(source, cfg, split)
     elif source == "gsm8k":
         data = gsm8k.load(split, cfg.dataset_path, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))
     elif isinstance(source, str):
@@ -41,6 +43,19 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
     if cfg.max_samples is not None and cfg.max_samples < len(data):
         data = data.shuffle(seed=cfg.seed).select(range(cfg.max_samples))
     return data
+
+
+def _task_rows(source: str, cfg: DataConfig, split: str) -> Dataset:
+    """reasoning-gym rows; `task_ref` lets the reward and evaluation call the task's own checker."""
+    system_prompt = _system_prompt(cfg, reasoning_tasks.SYSTEM_PROMPT)
+    rows = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "task_ref": []}
+    for task_ref, entry in reasoning_tasks.entries(source, dict(getattr(cfg, "dataset_config", {})), split, cfg.seed):
+        rows["question"].append(entry["question"])
+        rows["prompt"].append(build_messages(entry["question"], system_prompt))
+        rows["completion"].append([{"role": "assistant", "content": f"Final Answer: {entry['answer']}"}])
+        rows["ground_truth"].append(str(entry["answer"]))
+        rows["task_ref"].append(task_ref)
+    return Dataset.from_dict(rows)
 
 
 def describe(cfg: DataConfig) -> dict:

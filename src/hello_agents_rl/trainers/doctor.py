@@ -3,7 +3,7 @@
 Each rule fires once per episode (when its condition starts holding for `patience` logs) with the
 book's remedy and the current values (learning_rate and kl_coef as last logged: the scheduler and
 adaptive KL move them), and re-arms once the condition clears. Remedies never contradict each other:
-after a blow-up (KL above kl_high, a NaN/inf loss or a reward collapse within the last `flat_window`
+after a blow-up (KL above kl_high, a NaN/inf loss, a reward collapse or slide within the last `flat_window`
 logs) a flat reward or a low KL never gets "raise learning_rate".
 """
 
@@ -78,6 +78,10 @@ class Doctor:
             ("reward_collapse", reward is not None and self._best_reward - reward > t.collapse_drop, t.patience,
              lambda: f"reward fell from {self._best_reward:.3g} to {reward:.3g}: collapse or overfitting; "
                      f"lower {lr}, raise {beta}, or train fewer epochs"),
+            ("reward_slide", self._slide() > t.slide_drop, 1,
+             lambda: f"reward sliding: down {self._slide():.2g} over the last {t.slide_window} logs (to {reward:.3g}, "
+                     f"best {self._best_reward:.3g}): the policy is unlearning what it had; lower {lr}, raise {beta}, "
+                     "or stop earlier and keep the best checkpoint (save_steps)"),
             ("truncated", logs.get("completions/clipped_ratio", 0.0) > t.truncation_rate, t.patience,
              lambda: f"{logs['completions/clipped_ratio']:.0%} of completions hit max_new_tokens "
                      f"({self.max_new_tokens}): raise max_new_tokens or reward shorter answers (length_penalty)"),
@@ -118,7 +122,19 @@ class Doctor:
             return f"KL {kl:.3g} > {t.kl_high} at step {step}"
         if reward is not None and self._best_reward - reward > t.collapse_drop:
             return f"the reward's fall from {self._best_reward:.3g} to {reward:.3g}"
+        if reward is not None and self._slide() > t.slide_drop:
+            return f"the reward's slide to {reward:.3g}"
         return None
+
+    def _slide(self) -> float:
+        """How far the least-squares line through the last `slide_window` rewards falls across them (0 if it rises)."""
+        n = self.thresholds.slide_window
+        window = list(self._rewards)[-n:]
+        if n < 2 or len(window) < n:
+            return 0.0
+        mean_x, mean_y = (n - 1) / 2, sum(window) / n
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(window)) / sum((x - mean_x) ** 2 for x in range(n))
+        return max(0.0, -slope * (n - 1))
 
     def _flat(self) -> bool:
         window = list(self._rewards)[-self.thresholds.flat_window:]

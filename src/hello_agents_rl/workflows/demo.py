@@ -7,7 +7,7 @@ The book's thesis (section 11.4) in a few minutes on a laptop CPU, offline:
      error, keeps the rare right carry answers it samples;
   3. both are scored greedily on 250 held-out questions, split by carry (where the demonstrator
      errs) and no carry (where it does not, so RL must not break it).
-Everything goes through RLTrainingTool, exactly as a reader of the book would call it.
+Everything goes through the action table, the call RLTrainingTool().run makes for a reader of the book.
 About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). On a machine shared with other jobs,
 OMP_NUM_THREADS=1 avoids thread oversubscription, which can slow PyTorch on CPU several-fold.
 """
@@ -22,7 +22,7 @@ from typing import Any
 from hello_agents_rl.data.arithmetic import make_dataset
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
-from hello_agents_rl.interfaces.tool import RLTrainingTool
+from hello_agents_rl.workflows import actions
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
 def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """Imitation: learn the demonstrator's answers, slips included."""
     demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, carry_error=recipe.carry_error)
-    return RLTrainingTool().run(
+    return actions.run(
         _train_params(recipe, seed)
         | {
             "algorithm": "sft",
@@ -156,7 +156,7 @@ def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str
 def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """Trial and error: sample a group per question, reward right final answers, stay near the SFT model (KL)."""
     prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return RLTrainingTool().run(
+    return actions.run(
         _train_params(recipe, seed)
         | {
             "algorithm": "grpo",
@@ -193,7 +193,7 @@ def evaluate(model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str
     }
     if k > 1:
         params["k"] = k  # sampled at temperature 1; `accuracy` stays greedy (temperature 0)
-    result = RLTrainingTool().run(params)
+    result = actions.run(params)
     details = result["details"]
     for name, subset in split_by_carry(details).items():
         result[f"accuracy_{name}"] = mean(d["correct"] for d in subset)

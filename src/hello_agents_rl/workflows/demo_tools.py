@@ -5,7 +5,7 @@ the calculator. The demonstrator calls the calculator on `tool_rate` of the ques
 answers from a flawed mental estimate; SFT imitates it, and greedy decoding takes its majority habit
 (no tool). GRPO, rewarded only for the right final answer, samples both habits, and the calls win.
 Both models are scored greedily, with the tool available, on held-out questions never seen in training.
-Everything goes through RLTrainingTool, as a reader of the book would call it.
+Everything goes through the action table, the call RLTrainingTool().run makes for a reader of the book.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
 from hello_agents_rl.data.multiplication import make_dataset
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
-from hello_agents_rl.interfaces.tool import RLTrainingTool
+from hello_agents_rl.workflows import actions
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
 def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """Imitation of the transcripts: the assistant's turns, never the calculator's results."""
     demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, tool_rate=recipe.tool_rate)
-    return RLTrainingTool().run(_train_params(recipe, seed) | {
+    return actions.run(_train_params(recipe, seed) | {
         "algorithm": "sft", "model_name": model_path, "dataset": demos, "output_dir": str(out),
         "max_steps": recipe.sft_steps, "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
         "warmup_ratio": 0.05, "max_length": 256,
@@ -109,7 +109,7 @@ def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str
 def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """TRL's tool loop: sample, call the calculator, reward right final answers only."""
     prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return RLTrainingTool().run(_train_params(recipe, seed) | {
+    return actions.run(_train_params(recipe, seed) | {
         "algorithm": "grpo", "model_name": model_path, "dataset": prompts, "output_dir": str(out),
         "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
         "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
@@ -119,7 +119,7 @@ def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[st
 
 
 def evaluate(model_path: str, recipe: Recipe, seed: int, details_path: Path) -> dict[str, Any]:
-    return RLTrainingTool().run({
+    return actions.run({
         "action": "evaluate", "model_path": model_path, "dataset": "multiplication", "split": "test",
         "max_samples": recipe.eval_questions, "max_new_tokens": recipe.max_new_tokens, "batch_size": 125,
         "seed": seed, "tools": ["calculator"], "max_tool_turns": recipe.max_tool_turns,
