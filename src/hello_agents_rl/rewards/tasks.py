@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError
@@ -41,3 +42,45 @@ def task_score(ref: str, answer: str | None) -> float:
     parsed = json.loads(ref)
     key = (parsed["task"], json.dumps(parsed["params"], sort_keys=True), parsed["seed"])
     return float(generator(*key).score_answer(answer, _entry(*key, parsed["index"])))
+
+
+_MARKER = re.compile(r"final\s*answer\s*\**\s*[:\uff1a]|\\boxed\s*\{|(?:the\s+)?answer\s+is\b|answer\s*\**\s*[:\uff1a]",
+                     re.IGNORECASE)
+_DECORATION = " \t*`$\"'"
+
+
+def text_answer(completion: str) -> str | None:
+    """The answer as text: the first non-empty line after the last marker ("Final Answer:", "\\boxed{", "The
+    answer is", "answer:"), else the last non-empty line; bold, quotes and a final full stop stripped."""
+    text = str(completion or "")
+    markers = list(_MARKER.finditer(text))
+    rest = text[markers[-1].end():] if markers else text
+    lines = [line.strip(_DECORATION) for line in rest.splitlines() if line.strip(_DECORATION)]
+    if not lines:
+        return None
+    line = lines[0] if markers else lines[-1]
+    if markers and markers[-1].group().lower().startswith("\\boxed"):
+        line = line.split("}", 1)[0]
+    line = line.removeprefix(":").strip(_DECORATION)
+    return line[:-1].strip(_DECORATION) if line.endswith(".") and not line.endswith("..") else line or None
+
+
+def task_answer(completion: str, ground_truth: object) -> str | None:
+    """What the task's checker is given. A task whose answer is a number gets the final number read as for every
+    numeric task (rewards.extract_answer), in the task's own spelling when it is equal; any other answer is text."""
+    from hello_agents_rl.rewards import extract_answer, parse_ground_truth
+
+    truth = parse_ground_truth(ground_truth)
+    if truth is None:
+        return text_answer(completion)
+    value = extract_answer(completion)
+    if value is None:
+        return None
+    if value == truth:
+        return str(ground_truth).strip()
+    return str(value.numerator) if value.denominator == 1 else str(float(value))
+
+
+def task_correct(ref: str, completion: str, ground_truth: object) -> bool:
+    """Right only when the task's own checker gives full marks (partial credit would break the reward's bound)."""
+    return task_score(ref, task_answer(completion, ground_truth)) >= 1.0

