@@ -273,6 +273,53 @@ def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
     assert logged["tools/call_rate"] == 1.0 and logged["format"] == 1.0
 
 
+def _flaky_judge(completion: str, ground_truth: str) -> float:
+    """A custom reward that fails on some completions (a judge service that times out)."""
+    if "20820" in completion:
+        raise RuntimeError("judge service down")
+    return 1.0
+
+
+def test_a_failing_custom_reward_in_a_tool_run_is_left_out_like_in_a_plain_run(tmp_path: Path) -> None:
+    from hello_agents_rl.trainers.tools import trajectory_reward
+    from hello_agents_rl.workflows.actions import parse
+
+    cfg = parse({"action": "train", "algorithm": "grpo", "tools": ["calculator"], "reward_type": _flaky_judge,
+                 "output_dir": str(tmp_path / "o")})
+    adapter = trajectory_reward(cfg)  # what the tool run hands TRL
+    completions = [RIGHT, WRONG_WITH_CALL, FAILED_THEN_RIGHT, WRONG_WITH_CALL]
+    scores = adapter(prompts=[[{"role": "user", "content": "What is 347 * 56?"}]] * 4, completions=completions,
+                     completion_ids=[[1]] * 4, ground_truth=["19432"] * 4, trainer_state=None,
+                     log_extra=lambda *a: None, log_metric=lambda *a: None)
+    assert scores == [1.0, None, 1.0, None], "None: TRL leaves it out of its group, as in a plain run"
+    assert adapter.failures == 2 and "judge service down" in adapter.first_failure
+
+
+@pytest.mark.slow
+def test_a_tool_run_survives_a_failing_custom_reward_and_counts_the_failures(tmp_path: Path) -> None:
+    from hello_agents_rl.data.multiplication import make_dataset
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+
+    model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
+    scored = []
+
+    def every_other_fails(completion: str, ground_truth: str) -> float:
+        scored.append(completion)
+        if len(scored) % 2:
+            raise RuntimeError("judge service down")
+        return 1.0
+
+    result = RLTrainingTool().run({
+        "action": "train", "algorithm": "grpo", "model_name": model, "dataset": make_dataset("train", 4, seed=1),
+        "tools": ["calculator"], "max_tool_turns": 2, "max_steps": 2, "batch_size": 2, "num_generations": 2,
+        "max_new_tokens": 16, "logging_steps": 1, "use_lora": False, "reward_type": every_other_fails,
+        "output_dir": str(tmp_path / "out"), "report_to": "none"})
+    assert result["status"] == "completed"
+    assert len(scored) == 8 and result["reward_failures"] == 4, "every failure counted, as in a plain run"
+    assert result["average_reward"] == 1.0, "failures are left out, not averaged in"
+    assert any("left out of their groups" in d and "judge service down" in d for d in result["diagnostics"])
+
+
 def test_multiplication_dataset_holds_out_its_test_questions() -> None:
     from hello_agents_rl.data.multiplication import make_dataset, split_pairs
 
