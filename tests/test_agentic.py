@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.rewards.trajectory import to_trl_trajectory_reward, trajectory_score
 from hello_agents_rl.rollouts.trajectory import read_trajectory
 from hello_agents_rl.rollouts.tools import (
     ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
 )
-from hello_agents_rl.rewards import build_reward
+from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 
 
@@ -230,9 +229,9 @@ OUT_OF_TURNS = [_call("347 * 56"), {"role": "tool", "name": "calculator", "conte
 
 
 def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
-    reward = build_reward("accuracy")
-    scores = [trajectory_score(reward, c, "19432", {}, 4) for c in (RIGHT, WRONG_WITH_CALL, ANSWER_BEFORE_CALL,
-                                                                       OUT_OF_TURNS, "Final Answer: 19432")]
+    reward = build_reward("accuracy", max_tool_turns=4)
+    scores = [reward.score(c, "19432") for c in (RIGHT, WRONG_WITH_CALL, ANSWER_BEFORE_CALL, OUT_OF_TURNS,
+                                                 "Final Answer: 19432")]
     assert scores == [1.0, 0.0, 0.0, 0.0, 1.0]
     t = read_trajectory(FAILED_THEN_RIGHT)
     assert (t.calls, t.failed_calls, t.turns_exhausted) == (2, 1, False)
@@ -240,21 +239,20 @@ def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
 
 
 def test_shaping_never_lets_a_wrong_answer_outscore_a_right_one() -> None:
-    from hello_agents_rl.rollouts.checks import check_tool_reward
-
     turns = 3
-    check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # at the limit: a tie at worst
-    shaping = check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.25}, turns)
-    reward = build_reward("accuracy")
+    build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # a tie at worst
+    reward = build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.25}, turns)
     worst_right = [m for _ in range(5) for m in FAILED_THEN_RIGHT[:2]] + RIGHT[2:]  # 5 failed calls, then right
-    right = trajectory_score(reward, worst_right, "19432", shaping, turns)
-    best_wrong = trajectory_score(reward, WRONG_WITH_CALL, "19432", shaping, turns)  # a good call, a wrong answer
+    right = reward.score(worst_right, "19432")
+    best_wrong = reward.score(WRONG_WITH_CALL, "19432")  # a good call, a wrong answer
     assert best_wrong == pytest.approx(0.2) and right == pytest.approx(0.25) and right > best_wrong
-    assert trajectory_score(reward, RIGHT, "19432", shaping, turns) == pytest.approx(1.2)
-    with pytest.raises(ConfigError):
-        check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.3}, turns)
-    with pytest.raises(ConfigError):  # a length penalty counts against the same budget
-        check_tool_reward({"call_bonus": 0.5}, 1, build_reward("length_penalty", {"penalty_weight": 0.6}))
+    assert reward.score(RIGHT, "19432") == pytest.approx(1.2)
+    with pytest.raises(ConfigError, match="`tool_reward`.*wrong answer could outscore"):
+        build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.3}, turns)
+    with pytest.raises(ConfigError, match="`tool_reward`.*length_penalty"):  # a length penalty counts against the same budget
+        build_reward("length_penalty", {"penalty_weight": 0.6}, {"call_bonus": 0.5}, 1)
+    with pytest.raises(ConfigError, match="`tool_reward.call_bonus`"):
+        build_reward("accuracy", None, {"call_bonus": -0.1}, turns)
 
 
 def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
@@ -264,7 +262,7 @@ def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
         seen.update(text=completion, n=len(trajectory), stats=tool_stats)
         return 0.5
 
-    fn = to_trl_trajectory_reward(build_reward(judge), {}, 4)
+    fn = to_trl_reward(build_reward(judge, max_tool_turns=4))
     logged = {}
     assert fn(prompts=[[]], completions=[FAILED_THEN_RIGHT], ground_truth=["19432"],
               log_metric=lambda k, v: logged.__setitem__(k, v)) == [0.5]
