@@ -249,7 +249,7 @@ def test_shaping_never_lets_a_wrong_answer_outscore_a_right_one() -> None:
     assert reward.score(RIGHT, "19432") == pytest.approx(1.2)
     with pytest.raises(ConfigError, match="`tool_reward`.*wrong answer could outscore"):
         build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.3}, turns)
-    with pytest.raises(ConfigError, match="`tool_reward`.*length_penalty"):  # a length penalty counts against the same budget
+    with pytest.raises(ConfigError, match="`tool_reward`.*length_penalty"):  # it counts against the same budget
         build_reward("length_penalty", {"penalty_weight": 0.6}, {"call_bonus": 0.5}, 1)
     with pytest.raises(ConfigError, match="`tool_reward.call_bonus`"):
         build_reward("accuracy", None, {"call_bonus": -0.1}, turns)

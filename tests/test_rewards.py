@@ -413,6 +413,28 @@ def test_correct_never_scores_below_wrong(
     assert reward.score(correct, truth) >= reward.score(wrong, truth) - 1e-9
 
 
+CALL = {"role": "assistant", "content": "", "tool_calls": [
+    {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "3 + 4"}}}]}
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(bonus=st.floats(0, 1), penalty=st.floats(0, 1), length=st.floats(0, 1), turns=st.integers(1, 4),
+       failed_calls=st.integers(0, 6), wrong_calls=st.integers(0, 3))
+def test_tool_shaping_inside_the_bound_never_lets_a_wrong_answer_outscore_a_right_one(
+    bonus: float, penalty: float, length: float, turns: int, failed_calls: int, wrong_calls: int
+) -> None:
+    try:
+        reward = build_reward("length_penalty", {"penalty_weight": length, "target_length": 10},
+                              {"call_bonus": bonus, "failed_call_penalty": penalty}, max_tool_turns=turns)
+    except ConfigError:
+        assume(False)
+    failed = [CALL, {"role": "tool", "name": "calculator", "content": "{'error': 'bad'}"}] * failed_calls
+    right = [*failed, {"role": "assistant", "content": "x" * 50 + " Final Answer: 7"}]  # long, after failed calls
+    worked = [CALL, {"role": "tool", "name": "calculator", "content": "7"}] * wrong_calls
+    wrong = [*worked, {"role": "assistant", "content": "Final Answer: 8"}]  # short, after calls that worked
+    assert reward.score(right, 7) >= reward.score(wrong, 7) - 1e-9
+
+
 @given(st.text())
 def test_parsers_never_raise(text: str) -> None:
     extract_answer(text)

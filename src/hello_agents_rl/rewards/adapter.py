@@ -17,7 +17,9 @@ from hello_agents_rl.rewards.parsing import follows_format
 from hello_agents_rl.rollouts.trajectory import read_trajectory
 
 
-def safe_score(reward: Reward, completion: object, ground_truth: object, **context: Any) -> tuple[float | None, str | None]:
+def safe_score(
+    reward: Reward, completion: object, ground_truth: object, **context: Any
+) -> tuple[float | None, str | None]:
     """(score, None), or (None, the traceback) when the reward raised or gave no finite number (a str, a list...)."""
     try:
         return reward.score(completion, ground_truth, **context), None

@@ -211,8 +211,8 @@ def _check_bound(key: str, components: list[RewardComponent], max_tool_turns: in
              for c, _ in spent]
     total = f" = {float(sum(cost for _, cost in spent)):g}" if len(parts) > 1 else ""
     _fail(key, f"{' + '.join(parts)}{total} exceeds the accuracy weight {float(budget):g}: a wrong answer could "
-          "outscore a right one (the length and failed-call penalties lower a right answer, the call bonus raises "
-          "a wrong one)", f"lower {', '.join(sorted({c.name for c, _ in spent}))} to sum to at most {float(budget):g}")
+          "outscore a right one", f"lower {', '.join(sorted({c.name for c, _ in spent}))} so that they sum to at "
+          f"most {float(budget):g}")
 
 
 def build_reward(
