@@ -201,13 +201,14 @@ def test_every_term_in_the_table_is_a_reward_a_user_can_name() -> None:
     """The table is the one registry: an answer term is a `reward_type` (accuracy plus the term, weighted by the
     table's default) and a `combined` component with the table's parameter defaults; a tool term is a
     `tool_reward` key; the JSON schema and the config's help offer every name; a typo gets the closest one."""
-    from hello_agents_rl.config import TrainConfig
+    from hello_agents_rl.config import CreateRewardConfig, TrainConfig
     from hello_agents_rl.schema import json_schema
 
-    assert json_schema("train")["properties"]["reward_type"]["enum"] == list(REWARD_NAMES)
-    fields = TrainConfig.model_fields
-    assert all(name in fields["reward_type"].description for name in REWARD_NAMES)
-    assert all(name in fields["tool_reward"].description for name in TOOL_REWARD_KEYS)
+    for action in ("train", "create_reward"):
+        assert json_schema(action)["properties"]["reward_type"]["enum"] == list(REWARD_NAMES)
+    for config in (TrainConfig, CreateRewardConfig):
+        assert all(name in config.model_fields["reward_type"].description for name in REWARD_NAMES)
+    assert all(name in TrainConfig.model_fields["tool_reward"].description for name in TOOL_REWARD_KEYS)
     for name, term in TERMS.items():
         if term.tool_shaping:
             assert name in TOOL_REWARD_KEYS and name not in REWARD_NAMES
