@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.rewards.trajectory import to_trl_trajectory_reward, trajectory_score
 from hello_agents_rl.rollouts.trajectory import read_trajectory
 from hello_agents_rl.rollouts.tools import (
     ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
 )
-from hello_agents_rl.rewards import build_reward
+from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 
 
@@ -230,9 +229,9 @@ OUT_OF_TURNS = [_call("347 * 56"), {"role": "tool", "name": "calculator", "conte
 
 
 def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
-    reward = build_reward("accuracy")
-    scores = [trajectory_score(reward, c, "19432", {}, 4) for c in (RIGHT, WRONG_WITH_CALL, ANSWER_BEFORE_CALL,
-                                                                       OUT_OF_TURNS, "Final Answer: 19432")]
+    reward = build_reward("accuracy", max_tool_turns=4)
+    scores = [reward.score(c, "19432") for c in (RIGHT, WRONG_WITH_CALL, ANSWER_BEFORE_CALL, OUT_OF_TURNS,
+                                                 "Final Answer: 19432")]
     assert scores == [1.0, 0.0, 0.0, 0.0, 1.0]
     t = read_trajectory(FAILED_THEN_RIGHT)
     assert (t.calls, t.failed_calls, t.turns_exhausted) == (2, 1, False)
@@ -240,21 +239,20 @@ def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
 
 
 def test_shaping_never_lets_a_wrong_answer_outscore_a_right_one() -> None:
-    from hello_agents_rl.rollouts.checks import check_tool_reward
-
     turns = 3
-    check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # at the limit: a tie at worst
-    shaping = check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.25}, turns)
-    reward = build_reward("accuracy")
+    build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # a tie at worst
+    reward = build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.25}, turns)
     worst_right = [m for _ in range(5) for m in FAILED_THEN_RIGHT[:2]] + RIGHT[2:]  # 5 failed calls, then right
-    right = trajectory_score(reward, worst_right, "19432", shaping, turns)
-    best_wrong = trajectory_score(reward, WRONG_WITH_CALL, "19432", shaping, turns)  # a good call, a wrong answer
+    right = reward.score(worst_right, "19432")
+    best_wrong = reward.score(WRONG_WITH_CALL, "19432")  # a good call, a wrong answer
     assert best_wrong == pytest.approx(0.2) and right == pytest.approx(0.25) and right > best_wrong
-    assert trajectory_score(reward, RIGHT, "19432", shaping, turns) == pytest.approx(1.2)
-    with pytest.raises(ConfigError):
-        check_tool_reward({"call_bonus": 0.2, "failed_call_penalty": 0.3}, turns)
-    with pytest.raises(ConfigError):  # a length penalty counts against the same budget
-        check_tool_reward({"call_bonus": 0.5}, 1, build_reward("length_penalty", {"penalty_weight": 0.6}))
+    assert reward.score(RIGHT, "19432") == pytest.approx(1.2)
+    with pytest.raises(ConfigError, match="`tool_reward`.*wrong answer could outscore"):
+        build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.3}, turns)
+    with pytest.raises(ConfigError, match="`tool_reward`.*length_penalty"):  # it counts against the same budget
+        build_reward("length_penalty", {"penalty_weight": 0.6}, {"call_bonus": 0.5}, 1)
+    with pytest.raises(ConfigError, match="`tool_reward.call_bonus`"):
+        build_reward("accuracy", None, {"call_bonus": -0.1}, turns)
 
 
 def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
@@ -264,13 +262,60 @@ def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
         seen.update(text=completion, n=len(trajectory), stats=tool_stats)
         return 0.5
 
-    fn = to_trl_trajectory_reward(build_reward(judge), {}, 4)
+    fn = to_trl_reward(build_reward(judge, max_tool_turns=4))
     logged = {}
     assert fn(prompts=[[]], completions=[FAILED_THEN_RIGHT], ground_truth=["19432"],
               log_metric=lambda k, v: logged.__setitem__(k, v)) == [0.5]
     assert seen["text"] == "Final Answer: 19432" and seen["n"] == 5
     assert seen["stats"] == {"calls": 2, "failed_calls": 1, "malformed_calls": 0, "turns_exhausted": False}
     assert logged["tools/call_rate"] == 1.0 and logged["format"] == 1.0
+
+
+def _flaky_judge(completion: str, ground_truth: str) -> float:
+    """A custom reward that fails on some completions (a judge service that times out)."""
+    if "20820" in completion:
+        raise RuntimeError("judge service down")
+    return 1.0
+
+
+def test_a_failing_custom_reward_in_a_tool_run_is_left_out_like_in_a_plain_run(tmp_path: Path) -> None:
+    from hello_agents_rl.trainers.tools import trajectory_reward
+    from hello_agents_rl.workflows.actions import parse
+
+    cfg = parse({"action": "train", "algorithm": "grpo", "tools": ["calculator"], "reward_type": _flaky_judge,
+                 "output_dir": str(tmp_path / "o")})
+    adapter = trajectory_reward(cfg)  # what the tool run hands TRL
+    completions = [RIGHT, WRONG_WITH_CALL, FAILED_THEN_RIGHT, WRONG_WITH_CALL]
+    scores = adapter(prompts=[[{"role": "user", "content": "What is 347 * 56?"}]] * 4, completions=completions,
+                     completion_ids=[[1]] * 4, ground_truth=["19432"] * 4, trainer_state=None,
+                     log_extra=lambda *a: None, log_metric=lambda *a: None)
+    assert scores == [1.0, None, 1.0, None], "None: TRL leaves it out of its group, as in a plain run"
+    assert adapter.failures == 2 and "judge service down" in adapter.first_failure
+
+
+@pytest.mark.slow
+def test_a_tool_run_survives_a_failing_custom_reward_and_counts_the_failures(tmp_path: Path) -> None:
+    from hello_agents_rl.data.multiplication import make_dataset
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+
+    model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
+    scored = []
+
+    def every_other_fails(completion: str, ground_truth: str) -> float:
+        scored.append(completion)
+        if len(scored) % 2:
+            raise RuntimeError("judge service down")
+        return 1.0
+
+    result = RLTrainingTool().run({
+        "action": "train", "algorithm": "grpo", "model_name": model, "dataset": make_dataset("train", 4, seed=1),
+        "tools": ["calculator"], "max_tool_turns": 2, "max_steps": 2, "batch_size": 2, "num_generations": 2,
+        "max_new_tokens": 16, "logging_steps": 1, "use_lora": False, "reward_type": every_other_fails,
+        "output_dir": str(tmp_path / "out"), "report_to": "none"})
+    assert result["status"] == "completed"
+    assert len(scored) == 8 and result["reward_failures"] == 4, "every failure counted, as in a plain run"
+    assert result["average_reward"] == 1.0, "failures are left out, not averaged in"
+    assert any("left out of their groups" in d and "judge service down" in d for d in result["diagnostics"])
 
 
 def test_multiplication_dataset_holds_out_its_test_questions() -> None:

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import (
-    REWARD_TYPES,
+    REWARD_NAMES,
+    TERMS,
+    TOOL_REWARD_KEYS,
     Reward,
     RewardComponent,
     accuracy_score,
@@ -195,8 +197,33 @@ def test_old_bug_wrong_answer_with_newlines_and_steps_gets_zero() -> None:
     assert reward.score_components(wrong, 72) == {"accuracy": 0.0, "step": 0.0}
 
 
-def test_reward_types_registry() -> None:
-    assert REWARD_TYPES == {"accuracy": accuracy_score, "length_penalty": length_penalty_score, "step": step_score}
+def test_every_term_in_the_table_is_a_reward_a_user_can_name() -> None:
+    """The table is the one registry: an answer term is a `reward_type` (accuracy plus the term, weighted by the
+    table's default) and a `combined` component with the table's parameter defaults; a tool term is a
+    `tool_reward` key; the JSON schema and the config's help offer every name; a typo gets the closest one."""
+    from hello_agents_rl.config import CreateRewardConfig, TrainConfig
+    from hello_agents_rl.schema import json_schema
+
+    for action in ("train", "create_reward"):
+        assert json_schema(action)["properties"]["reward_type"]["enum"] == list(REWARD_NAMES)
+    for config in (TrainConfig, CreateRewardConfig):
+        assert all(name in config.model_fields["reward_type"].description for name in REWARD_NAMES)
+    assert all(name in TrainConfig.model_fields["tool_reward"].description for name in TOOL_REWARD_KEYS)
+    for name, term in TERMS.items():
+        if term.tool_shaping:
+            assert name in TOOL_REWARD_KEYS and name not in REWARD_NAMES
+            last = build_reward("accuracy", None, {name: 0.1}, max_tool_turns=2).components[-1]
+            assert (last.name, last.fn, last.weight) == (name, term.fn, 0.1)
+            with pytest.raises(ConfigError, match=f"tool_reward.*did you mean `{name}`"):
+                build_reward("accuracy", None, {name[:-1]: 0.1}, max_tool_turns=2)
+            continue
+        defaults = {key: param.default for key, param in term.params.items()}
+        first = build_reward("combined", {"components": [{"type": name, "weight": 0.5}, ACC]}).components[0]
+        assert (first.name, first.fn, first.params) == (name, term.fn, defaults)
+        shorthand = build_reward(name).components[-1]
+        assert (shorthand.fn, shorthand.weight) == (term.fn, term.default_weight if name != "accuracy" else 1.0)
+        with pytest.raises(ConfigError, match=f"reward_type.*did you mean `{name}`"):
+            build_reward(name[:-1])
 
 
 # --- the seed's worked example -----------------------------------------------------
@@ -303,7 +330,7 @@ ACC = {"type": "accuracy", "weight": 1.0}
 @pytest.mark.parametrize(
     ("reward_type", "config", "key"),
     [
-        ("acuracy", None, r"reward_type.*did you mean 'accuracy'"),
+        ("acuracy", None, r"reward_type.*did you mean `accuracy`"),
         (42, None, "reward_type"),
         ("accuracy", ["not", "a", "dict"], "reward_config"),
         ("combined", None, r"reward_config\.components"),
@@ -319,7 +346,7 @@ ACC = {"type": "accuracy", "weight": 1.0}
         ("combined", {"components": [ACC, lp(float("nan"))]}, r"reward_config\.components\[1\]\.weight"),
         ("combined", {"components": [ACC, lp(True)]}, r"reward_config\.components\[1\]\.weight"),
         ("combined", {"components": [ACC, lp(0.5, target_lenght=30)]},
-         r"components\[1\]\.target_lenght.*did you mean 'target_length'"),
+         r"components\[1\]\.target_lenght.*did you mean `target_length`"),
         ("combined", {"components": [{**ACC, "target_length": 3}]}, r"components\[0\]\.target_length"),
         ("combined", {"components": [ACC, lp(0.5, target_length=0)]}, r"components\[1\]\.target_length"),
         ("combined", {"components": [ACC, lp(0.5, target_length=2.5)]}, r"components\[1\]\.target_length"),
@@ -331,15 +358,15 @@ ACC = {"type": "accuracy", "weight": 1.0}
         ("combined", {"components": [ACC, {"type": "step", "weight": -0.3}]}, r"components\[1\]\.weight"),
         ("combined", {"components": [ACC, lp(-0.5)]}, r"components\[1\]\.weight"),
         ("combined", {"components": [ACC, lp(0.6), lp(0.6)]},
-         r"reward_config.*correct but long answer would score below a wrong short one"),
-        ("combined", {"components": [lp(0.1)]}, r"reward_config.*lower the length_penalty weight"),
-        ("length_penalty", {"penalty_weight": 1.5}, r"reward_config.*exceeds accuracy weight"),
+         r"reward_config.*a wrong answer could outscore a right one"),
+        ("combined", {"components": [lp(0.1)]}, r"reward_config.*Fix: lower length_penalty"),
+        ("length_penalty", {"penalty_weight": 1.5}, r"reward_config.*exceeds the accuracy weight"),
         ("length_penalty", {"penalty_weight": "0.5"}, r"reward_config\.penalty_weight"),
-        ("length_penalty", {"target_lenght": 30}, r"reward_config\.target_lenght.*did you mean 'target_length'"),
+        ("length_penalty", {"target_lenght": 30}, r"reward_config\.target_lenght.*did you mean `target_length`"),
         ("length_penalty", {"target_length": 0}, r"reward_config\.target_length"),
         ("step", {"step_bonus": -1}, r"reward_config\.step_bonus"),
         ("step", {"max_steps": 0}, r"reward_config\.max_steps"),
-        ("step", {"max_step": 3}, r"reward_config\.max_step.*did you mean 'max_steps'"),
+        ("step", {"max_step": 3}, r"reward_config\.max_step.*did you mean `max_steps`"),
         ("accuracy", {"target_length": 30}, r"reward_config\.target_length"),
     ],
 )
@@ -385,6 +412,28 @@ def test_correct_never_scores_below_wrong(
     wrong = f"{wrong_prose}\nFinal Answer: {truth + offset}"
     assert is_correct(correct, truth) and not is_correct(wrong, truth)
     assert reward.score(correct, truth) >= reward.score(wrong, truth) - 1e-9
+
+
+CALL = {"role": "assistant", "content": "", "tool_calls": [
+    {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "3 + 4"}}}]}
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(bonus=st.floats(0, 1), penalty=st.floats(0, 1), length=st.floats(0, 1), turns=st.integers(1, 4),
+       failed_calls=st.integers(0, 6), wrong_calls=st.integers(0, 3))
+def test_tool_shaping_inside_the_bound_never_lets_a_wrong_answer_outscore_a_right_one(
+    bonus: float, penalty: float, length: float, turns: int, failed_calls: int, wrong_calls: int
+) -> None:
+    try:
+        reward = build_reward("length_penalty", {"penalty_weight": length, "target_length": 10},
+                              {"call_bonus": bonus, "failed_call_penalty": penalty}, max_tool_turns=turns)
+    except ConfigError:
+        assume(False)
+    failed = [CALL, {"role": "tool", "name": "calculator", "content": "{'error': 'bad'}"}] * failed_calls
+    right = [*failed, {"role": "assistant", "content": "x" * 50 + " Final Answer: 7"}]  # long, after failed calls
+    worked = [CALL, {"role": "tool", "name": "calculator", "content": "7"}] * wrong_calls
+    wrong = [*worked, {"role": "assistant", "content": "Final Answer: 8"}]  # short, after calls that worked
+    assert reward.score(right, 7) >= reward.score(wrong, 7) - 1e-9
 
 
 @given(st.text())

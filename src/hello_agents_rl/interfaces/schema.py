@@ -14,7 +14,7 @@ from typing import Any
 from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.rewards import _TOP_LEVEL_TYPES as REWARD_NAMES
+from hello_agents_rl.rewards import REWARD_NAMES
 
 # What a JSON caller can give for the keys that Python callers may also fill with objects.
 _JSON_FORMS: dict[str, dict[str, Any]] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents_rl.rollouts.tools import ToolStats, guard, guarded_environment, resolve_environment, resolve_tools
 
 
@@ -51,14 +52,10 @@ def with_tool_column(data: Any, cfg: Any) -> Any:
     return data.map(lambda _: {"tools": schemas})
 
 
-def trajectory_reward(cfg: Any) -> Callable[..., list[float]]:
-    from hello_agents_rl.rollouts.checks import check_tool_reward
-    from hello_agents_rl.rewards.trajectory import to_trl_trajectory_reward
-    from hello_agents_rl.rewards import build_reward
-
-    reward = build_reward(cfg.reward_type, cfg.reward_config)
-    shaping = check_tool_reward(cfg.tool_reward, cfg.max_tool_turns, reward)
-    return to_trl_trajectory_reward(reward, shaping, cfg.max_tool_turns, cfg.reward_failure_value)
+def trajectory_reward(cfg: Any) -> Callable[..., list[float | None]]:
+    """The tool run's TRL reward: the answer after the last tool result, tool shaping, failures as in a plain run."""
+    reward = build_reward(cfg.reward_type, cfg.reward_config, cfg.tool_reward, cfg.max_tool_turns)
+    return to_trl_reward(reward, cfg.reward_failure_value)
 
 
 def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
