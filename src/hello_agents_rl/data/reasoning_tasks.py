@@ -5,7 +5,7 @@ with its own answer checker (`score_answer`); we use both as they are. Entry i o
 `Random(seed + i)`, so train and test take disjoint seed ranges ([seed, seed + size) and [TEST_SEED, TEST_SEED +
 size)) and, because two seeds can still draw the same question, every train question whose text is in the test
 split is dropped (checked, not assumed). A row carries `task_ref` (task, parameters, seed, index): the checker
-(rewards/tasks.py) regenerates that entry and scores the answer against it, so no metadata has to survive a JSON
+(rewards/correctness.py) regenerates that entry and scores the answer against it, so no metadata has to survive a JSON
 round trip.
 """
 
@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
-from hello_agents_rl.rewards.tasks import generator, library, task_ref
+from hello_agents_rl.rewards.correctness import generator, library, task_ref
 
 PREFIX = "reasoning_gym:"
 TEST_SEED = 1_000_000_000  # fixed: the held-out split never moves with the run's seed

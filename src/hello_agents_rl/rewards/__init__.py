@@ -1,6 +1,7 @@
 """Rewards for GRPO on math word problems, plain and tool-using.
 
 - `parsing`: the model's final number, the ground truth's, the format and the arithmetic steps.
+- `correctness`: is an answer right (the final number, or a reasoning-gym task's own checker).
 - `terms`: the table of built-in terms (name -> function, parameters with their checks, place in the bound).
 - `build`: `build_reward` validates a config (tool shaping included) into a `Reward`, within one bound.
 - `adapter`: `to_trl_reward`, the one adapter to TRL's reward calling convention (completions or trajectories).
@@ -8,6 +9,7 @@
 """
 
 from hello_agents_rl.rewards.adapter import safe_score, to_trl_reward
+from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rewards.build import Reward, RewardComponent, answer_text, build_reward, with_tool_shaping
 from hello_agents_rl.rewards.parsing import (
     ANSWER_FORMAT,
@@ -15,7 +17,6 @@ from hello_agents_rl.rewards.parsing import (
     count_steps,
     extract_answer,
     follows_format,
-    is_correct,
     numbers_in,
     parse_ground_truth,
     parse_number,

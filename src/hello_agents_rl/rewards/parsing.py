@@ -16,7 +16,7 @@ _NUM = (
 )
 _NUM_RE = re.compile(_NUM)
 _NUM_FULL_RE = re.compile(r"\s*" + _NUM + r"\s*%?\s*\.?\s*")
-_MARKER_RE = re.compile(
+MARKER_RE = re.compile(
     r"final\s*answer\s*\**\s*[:\uff1a]"
     r"|#{4}(?=[ \t]*[-+\u2212$]?\.?[0-9])"  # GSM8K "#### 72", not a markdown heading
     r"|\\boxed\s*\{"
@@ -85,7 +85,7 @@ def extract_answer(completion: str) -> Fraction | None:
     convention). Control characters and U+FFFD are treated as spaces. Never raises.
     """
     text = _clean(completion)
-    markers = list(_MARKER_RE.finditer(text))
+    markers = list(MARKER_RE.finditer(text))
     ends = [m.start() for m in markers[1:]] + [len(text)]  # a segment stops at the next marker
     for marker, end in reversed(list(zip(markers, ends))):
         value = _number_after(text[marker.end():end])
@@ -111,7 +111,8 @@ def parse_ground_truth(ground_truth: object) -> Fraction | None:
     return None
 
 
-def is_correct(completion: str, ground_truth: object) -> bool:
+def same_number(completion: str, ground_truth: object) -> bool:
+    """The completion's final number equals the ground truth's (exact rational comparison)."""
     predicted, truth = extract_answer(completion), parse_ground_truth(ground_truth)
     return predicted is not None and truth is not None and predicted == truth
 

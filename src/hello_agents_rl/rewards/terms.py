@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hello_agents_rl.rewards.parsing import count_steps, is_correct
+from hello_agents_rl.rewards.correctness import is_correct
+from hello_agents_rl.rewards.parsing import count_steps
 
 
-def accuracy_score(completion: str, ground_truth: object, **_: Any) -> float:
-    return 1.0 if is_correct(completion, ground_truth) else 0.0
+def accuracy_score(completion: str, ground_truth: object, task_ref: str | None = None, **_: Any) -> float:
+    """1 for a right final answer (a reasoning-gym row: its task's own checker), else 0."""
+    return 1.0 if is_correct(completion, ground_truth, task_ref) else 0.0
 
 
 def length_penalty_score(
@@ -29,10 +31,11 @@ def length_penalty_score(
 
 
 def step_score(
-    completion: str, ground_truth: object, step_bonus: float = 0.1, max_steps: int = 5, **_: Any
+    completion: str, ground_truth: object, step_bonus: float = 0.1, max_steps: int = 5, task_ref: str | None = None,
+    **_: Any,
 ) -> float:
     # Gated on correctness: shaping must never make a wrong answer outscore a right one.
-    if not is_correct(completion, ground_truth):
+    if not is_correct(completion, ground_truth, task_ref):
         return 0.0
     return step_bonus * min(count_steps(completion), max_steps)
 

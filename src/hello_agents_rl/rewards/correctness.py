@@ -1,15 +1,16 @@
-"""Correctness by a task's own checker: a row whose `task_ref` names a reasoning-gym entry is scored by that
-task's `score_answer`, never by a rewrite of it. The entry is regenerated from (task, parameters, seed, index).
+"""Is an answer right? The final number equals the ground truth's (every numeric task), or, for a row whose
+`task_ref` names a reasoning-gym entry, that task's own `score_answer` gives full marks: the library's checker,
+never a rewrite of it. The entry is regenerated from (task, parameters, seed, index).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.rewards.parsing import MARKER_RE, extract_answer, parse_ground_truth, same_number
 
 INSTALL = "pip install 'hello-agents-rl[tasks]'"
 
@@ -44,8 +45,6 @@ def task_score(ref: str, answer: str | None) -> float:
     return float(generator(*key).score_answer(answer, _entry(*key, parsed["index"])))
 
 
-_MARKER = re.compile(r"final\s*answer\s*\**\s*[:\uff1a]|\\boxed\s*\{|(?:the\s+)?answer\s+is\b|answer\s*\**\s*[:\uff1a]",
-                     re.IGNORECASE)
 _DECORATION = " \t*`$\"'"
 
 
@@ -53,7 +52,7 @@ def text_answer(completion: str) -> str | None:
     """The answer as text: the first non-empty line after the last marker ("Final Answer:", "\\boxed{", "The
     answer is", "answer:"), else the last non-empty line; bold, quotes and a final full stop stripped."""
     text = str(completion or "")
-    markers = list(_MARKER.finditer(text))
+    markers = list(MARKER_RE.finditer(text))
     rest = text[markers[-1].end():] if markers else text
     lines = [line.strip(_DECORATION) for line in rest.splitlines() if line.strip(_DECORATION)]
     if not lines:
@@ -68,8 +67,6 @@ def text_answer(completion: str) -> str | None:
 def task_answer(completion: str, ground_truth: object) -> str | None:
     """What the task's checker is given. A task whose answer is a number gets the final number read as for every
     numeric task (rewards.extract_answer), in the task's own spelling when it is equal; any other answer is text."""
-    from hello_agents_rl.rewards import extract_answer, parse_ground_truth
-
     truth = parse_ground_truth(ground_truth)
     if truth is None:
         return text_answer(completion)
@@ -81,6 +78,9 @@ def task_answer(completion: str, ground_truth: object) -> str | None:
     return str(value.numerator) if value.denominator == 1 else str(float(value))
 
 
-def task_correct(ref: str, completion: str, ground_truth: object) -> bool:
-    """Right only when the task's own checker gives full marks (partial credit would break the reward's bound)."""
-    return task_score(ref, task_answer(completion, ground_truth)) >= 1.0
+def is_correct(completion: str, ground_truth: object, task_ref: str | None = None) -> bool:
+    """Right: the task's own checker gives full marks (partial credit would break the reward's bound), or, with
+    no task, the final number equals the ground truth's. An unreadable answer or truth is never right."""
+    if task_ref:
+        return task_score(task_ref, task_answer(completion, ground_truth)) >= 1.0
+    return same_number(completion, ground_truth)
