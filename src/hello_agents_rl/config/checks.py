@@ -3,7 +3,7 @@ parameters. Imported lazily, inside each check: those layers sit above the confi
 
 from __future__ import annotations
 
-import importlib.util
+from importlib.util import find_spec
 from typing import Any
 
 
@@ -26,5 +26,5 @@ def check_tools(tools: list[Any], environment: Any, algorithm: str | None = None
 
 def check_vllm_installed() -> None:
     """Whether a GPU is visible needs torch: trainers/preflight.py checks that, still before the model loads."""
-    if importlib.util.find_spec("vllm") is None:
+    if find_spec("vllm") is None:
         raise ValueError("`use_vllm`: vLLM is not installed; pip install 'hello-agents-rl[vllm]' or set use_vllm: false")
