@@ -278,3 +278,19 @@ def test_numbers_in_yaml_read_the_same_in_a_search_space_as_anywhere(tmp_path: P
     with pytest.raises(ConfigError, match="`space.lora_rank.low`: lora_rank takes an integer \\(got '1e-3'\\)"):
         parse({"action": "search", "output_dir": str(tmp_path / "s"), "base": {"dataset": "arithmetic"},
                "space": {"lora_rank": {"low": "1e-3", "high": 8}}})
+
+
+def test_a_user_tool_is_checked_by_transformers_schema_reader_alone() -> None:
+    """A user's tool is described to the model by transformers' get_json_schema, so validating one imports
+    transformers (and torch, which its type table reads); never the trainer stack."""
+    code = (
+        "import sys\n"
+        "from hello_agents_rl.config import TrainConfig\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    '''Add two numbers.\n\n    Args:\n        a: The first.\n        b: The second.\n    '''\n"
+        "    return a + b\n"
+        "TrainConfig(model_name='org/m', tools=[add])\n"
+        "print(sorted(m for m in ('peft', 'trl', 'datasets', 'accelerate') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"validating a user tool imported the trainer stack: {out}"
