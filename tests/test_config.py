@@ -262,6 +262,7 @@ def test_numbers_in_yaml_read_the_same_in_a_search_space_as_anywhere(tmp_path: P
         "  learning_rate: {low: 1e-6, high: 1e-3, log: true}\n"
         "  kl_coef: [1e-3, 5e-2]\n"
         "  max_grad_norm: {low: 1e-1, high: 1, step: 1e-1}\n"
+        "  steps_per_generation: {low: 1, high: 4}\n"
         "enqueue: [{learning_rate: 1e-4, kl_coef: 1e-3}]\n"
     )
     params = load_config_file(str(config))
@@ -275,6 +276,7 @@ def test_numbers_in_yaml_read_the_same_in_a_search_space_as_anywhere(tmp_path: P
     trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
     drawn = {key: _suggest(trial, key, spec) for key, spec in cfg.space.items()}
     assert 1e-6 <= drawn["learning_rate"] <= 1e-3 and drawn["kl_coef"] in (1e-3, 5e-2)
+    assert isinstance(drawn["steps_per_generation"], int), "an optional count is still drawn as an integer"
     with pytest.raises(ConfigError, match="`space.lora_rank.low`: lora_rank takes an integer \\(got '1e-3'\\)"):
         parse({"action": "search", "output_dir": str(tmp_path / "s"), "base": {"dataset": "arithmetic"},
                "space": {"lora_rank": {"low": "1e-3", "high": 8}}})
