@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -130,12 +131,10 @@ def test_parsing_never_crashes_with_anything_but_config_error(params: dict) -> N
         pass
 
 
-def test_vllm_options_map_and_fail_clearly_without_vllm_or_gpu() -> None:
+def test_vllm_options_map_and_fail_clearly_without_vllm() -> None:
     import importlib.util
 
-    import torch
-
-    if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
+    if importlib.util.find_spec("vllm") is None:
         with pytest.raises(ConfigError, match="use_vllm"):
             parse({"use_vllm": True, "output_dir": "/tmp/x"})
     cfg = parse({"vllm_mode": "server", "vllm_server_port": 8123, "output_dir": "/tmp/x"})
@@ -147,17 +146,64 @@ def test_vllm_options_map_and_fail_clearly_without_vllm_or_gpu() -> None:
         parse({"vllm_gpu_memory_utilization": 1.5})
 
 
+def test_vllm_without_a_gpu_is_refused_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU check needs torch, so it runs at the start of train and pipeline, not at validation."""
+    import torch
+
+    from hello_agents_rl.config import checks
+    from hello_agents_rl.trainers import run as trainer_run
+    from hello_agents_rl.workflows import pipeline
+
+    monkeypatch.setattr(checks, "find_spec", lambda name: object())  # vLLM installed, as far as validation sees
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+    def no_model(*args: object, **kwargs: object) -> None:
+        pytest.fail("a model was loaded before the GPU check")
+
+    monkeypatch.setattr(trainer_run, "load_model", no_model)
+    monkeypatch.setattr(pipeline, "evaluate", no_model)
+    train_cfg = parse({"model_name": "org/m", "dataset": "arithmetic", "use_vllm": True, "output_dir": str(tmp_path / "t")})
+    with pytest.raises(ConfigError, match="`use_vllm`: vLLM needs a CUDA GPU"):
+        trainer_run.train(train_cfg)
+    pipeline_cfg = parse({"action": "pipeline", "model_name": "org/m", "dataset": "arithmetic",
+                          "grpo": {"use_vllm": True}, "output_dir": str(tmp_path / "p")})
+    with pytest.raises(ConfigError, match="`use_vllm`: vLLM needs a CUDA GPU"):
+        pipeline.run_pipeline(pipeline_cfg)
+    assert not (tmp_path / "t").exists() and not (tmp_path / "p").exists()
+
+
+def test_scheduler_names_match_transformers() -> None:
+    """Validation keeps its own copy of the names (it imports no transformers): a drift fails here."""
+    from transformers.trainer_utils import SchedulerType
+
+    from hello_agents_rl.config import SCHEDULERS
+
+    assert sorted(SCHEDULERS) == sorted(kind.value for kind in SchedulerType)
+    with pytest.raises(ConfigError, match="`lr_scheduler_type`: unknown scheduler; did you mean `cosine`"):
+        parse({"lr_scheduler_type": "cosin", "output_dir": "/tmp/x"})
+
+
 def test_one_action_table_serves_tool_cli_and_parser() -> None:
     from hello_agents_rl.workflows.actions import ACTIONS
-    from hello_agents_rl.interfaces.cli import COMMANDS, build_parser
+    from hello_agents_rl.interfaces.cli import COMMANDS, build_parser, params_from_args
     from hello_agents.tools import RLTrainingTool
 
-    subcommands = build_parser()._subparsers._group_actions[0].choices  # argparse keeps them here
+    parser = build_parser()
+    subcommands = parser._subparsers._group_actions[0].choices  # argparse keeps them here
     assert {COMMANDS[c] for c in subcommands if c in COMMANDS} == set(ACTIONS)
+    tool_keys = {p["name"] for p in RLTrainingTool().get_parameters()}
     action_key = RLTrainingTool().get_parameters()[0]
     assert action_key["name"] == "action" and all(name in action_key["description"] for name in ACTIONS)
-    for name, action in ACTIONS.items():
-        assert isinstance(parse({"action": name, **_required(action.config)}), action.config)
+    for command, name in COMMANDS.items():
+        fields = set(ACTIONS[name].config.model_fields)
+        assert fields <= tool_keys, f"{name}: keys the tool does not list: {fields - tool_keys}"
+        flags = {a.dest for a in subcommands[command]._actions} - {"help", "config"}
+        assert flags == fields - {"action"}, f"{command}: CLI flags differ from the config keys"
+        required = _required(ACTIONS[name].config)
+        argv = [command, *(f"--{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in required.items())]
+        args, extra = parser.parse_known_args(argv)
+        from_cli = parse(params_from_args(args, name, extra))
+        assert from_cli.model_dump() == parse({"action": name, **required}).model_dump(), command
 
 
 def _required(model: type) -> dict:
@@ -178,3 +224,75 @@ def test_config_layer_imports_no_engine() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", f"validation imported engines: {out}"
 
+
+
+def test_counts_are_bounded_at_validation_naming_the_key() -> None:
+    from hello_agents_rl.config import MAX_COUNT
+
+    for params in ({"max_steps": 10**30}, {"batch_size": MAX_COUNT + 1}, {"max_samples": 10**30},
+                   {"sft": {"save_steps": 10**30}}):
+        key = next(iter(params))
+        with pytest.raises(ConfigError, match=f"`{key}.*less than or equal to {MAX_COUNT}"):
+            parse({"action": "pipeline" if key == "sft" else "train", "output_dir": "/tmp/x", **params})
+    with pytest.raises(ConfigError, match="`seed`.*less than or equal to 4294967295"):
+        parse({"seed": 2**40, "output_dir": "/tmp/x"})
+    with pytest.raises(ConfigError, match="`n_trials`"):
+        parse({"action": "search", "output_dir": "/tmp/x", "n_trials": 10**30, "space": {"kl_coef": [0.01]}})
+    assert parse({"max_steps": MAX_COUNT, "output_dir": "/tmp/x"}).max_steps == MAX_COUNT
+
+
+@pytest.mark.parametrize("dataset", [5, 2.5, None, ["question"], {"train": "rows"}])
+def test_a_dataset_of_another_type_is_refused_at_validation(dataset: object) -> None:
+    with pytest.raises(ConfigError, match="`dataset`: unsupported"):
+        parse({"action": "load_dataset", "dataset": dataset})
+
+
+def test_numbers_in_yaml_read_the_same_in_a_search_space_as_anywhere(tmp_path: Path) -> None:
+    """PyYAML reads an unquoted 1e-3 as the string '1e-3'; a train key takes it as 0.001, and so does the space."""
+    import optuna
+
+    from hello_agents_rl.interfaces.cli import load_config_file
+    from hello_agents_rl.workflows.search import _suggest
+
+    config = tmp_path / "search.yaml"
+    config.write_text(
+        f"output_dir: {tmp_path / 'search'}\n"
+        "base: {dataset: arithmetic, learning_rate: 1e-5}\n"
+        "space:\n"
+        "  learning_rate: {low: 1e-6, high: 1e-3, log: true}\n"
+        "  kl_coef: [1e-3, 5e-2]\n"
+        "  max_grad_norm: {low: 1e-1, high: 1, step: 1e-1}\n"
+        "  steps_per_generation: {low: 1, high: 4}\n"
+        "enqueue: [{learning_rate: 1e-4, kl_coef: 1e-3}]\n"
+    )
+    params = load_config_file(str(config))
+    assert params["space"]["learning_rate"]["low"] == "1e-6", "PyYAML gives a string: the case this test is about"
+    cfg = parse({"action": "search", **params})
+    assert cfg.base["learning_rate"] == "1e-5" and cfg.trial_config({}, 0).learning_rate == 1e-5
+    assert cfg.space["learning_rate"] == {"low": 1e-6, "high": 1e-3, "log": True}
+    assert cfg.space["kl_coef"] == [1e-3, 5e-2]
+    assert cfg.space["max_grad_norm"] == {"low": 0.1, "high": 1.0, "step": 0.1}
+    assert cfg.enqueue == [{"learning_rate": 1e-4, "kl_coef": 1e-3}]
+    trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    drawn = {key: _suggest(trial, key, spec) for key, spec in cfg.space.items()}
+    assert 1e-6 <= drawn["learning_rate"] <= 1e-3 and drawn["kl_coef"] in (1e-3, 5e-2)
+    assert isinstance(drawn["steps_per_generation"], int), "an optional count is still drawn as an integer"
+    with pytest.raises(ConfigError, match="`space.lora_rank.low`: lora_rank takes an integer \\(got '1e-3'\\)"):
+        parse({"action": "search", "output_dir": str(tmp_path / "s"), "base": {"dataset": "arithmetic"},
+               "space": {"lora_rank": {"low": "1e-3", "high": 8}}})
+
+
+def test_a_user_tool_is_checked_by_transformers_schema_reader_alone() -> None:
+    """A user's tool is described to the model by transformers' get_json_schema, so validating one imports
+    transformers (and torch, which its type table reads); never the trainer stack."""
+    code = (
+        "import sys\n"
+        "from hello_agents_rl.config import TrainConfig\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    '''Add two numbers.\n\n    Args:\n        a: The first.\n        b: The second.\n    '''\n"
+        "    return a + b\n"
+        "TrainConfig(model_name='org/m', tools=[add])\n"
+        "print(sorted(m for m in ('peft', 'trl', 'datasets', 'accelerate') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"validating a user tool imported the trainer stack: {out}"

@@ -9,7 +9,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from hello_agents_rl.workflows.actions import ACTIONS
-from hello_agents_rl.config import describe_fields
+from hello_agents_rl.config import MAX_COUNT, describe_fields
 from hello_agents_rl.interfaces.schema import json_schema, openai_tools
 from hello_agents.tools import RLTrainingTool
 
@@ -79,6 +79,7 @@ def test_schema_matches_the_config_model(action: str) -> None:
 def test_defaults_enums_and_python_only_keys_degrade_to_json() -> None:
     props = json_schema("train")["properties"]
     assert props["num_generations"]["default"] == 4 and props["num_generations"]["minimum"] == 2
+    assert props["max_steps"]["maximum"] == MAX_COUNT  # an agent sees the bound validation holds counts to
     assert props["report_to"]["default"] == ["tensorboard"]  # a default_factory is listed too
     assert set(props["loss_type"]["enum"]) == {"grpo", "dapo", "dr_grpo", "bnpo"}
     assert props["dataset"]["type"] == "string"  # a datasets.Dataset only from Python

@@ -22,7 +22,7 @@ from mcp.server.lowlevel import Server
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
-from hello_agents_rl.config import looks_like_local_path
+from hello_agents_rl.paths import looks_like_local_path
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.workflows.jobs import JOB_ACTIONS, JobManager
 from hello_agents_rl.interfaces.schema import json_schema

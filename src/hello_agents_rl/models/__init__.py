@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.paths import looks_like_local_path
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,6 @@ def _has_tokenizer(folder: str) -> bool:
 
 def _base_of_adapter(folder: str, key: str = "model_name") -> str:
     base = json.loads((Path(folder) / "adapter_config.json").read_text()).get("base_model_name_or_path")
-    from hello_agents_rl.config import looks_like_local_path
-
     if not base or (looks_like_local_path(base) and not Path(base).expanduser().exists()):
         raise ConfigError(
             f"`{key}`: the LoRA adapter in {folder} needs its base model, which is missing (expected at {base!r}, "

@@ -17,6 +17,17 @@ from hello_agents_rl.errors import ConfigError
 WANDB_DEFAULT_URL = "https://api.wandb.ai"
 
 
+def check_vllm_device(cfg: TrainConfig) -> None:
+    """vLLM generates on a CUDA GPU. Validation checked that vLLM is installed; whether a GPU is visible needs
+    torch, which the config layer does not import, so it is asked here, at the start of the run."""
+    if not cfg.use_vllm:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("`use_vllm`: vLLM needs a CUDA GPU and none is visible; set use_vllm: false to generate with transformers")
+
+
 def check_schedule(cfg: TrainConfig, num_rows: int, world_size: int = 1) -> None:
     """GRPO drops incomplete generation rounds (TRL's RepeatSampler): a round larger than the data means 0 steps."""
     if cfg.algorithm != "grpo":

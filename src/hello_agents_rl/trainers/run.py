@@ -28,11 +28,14 @@ from hello_agents_rl.trainers.build import build_trainer
 from hello_agents_rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
 from hello_agents_rl.trainers.doctor import Doctor
 from hello_agents_rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
-from hello_agents_rl.trainers.preflight import check_lora_targets, check_schedule, check_sft_lengths, check_wandb_reachable
+from hello_agents_rl.trainers.preflight import (
+    check_lora_targets, check_schedule, check_sft_lengths, check_vllm_device, check_wandb_reachable,
+)
 
 
 def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train; on CUDA out-of-memory shrink as the book advises and resume from the last checkpoint."""
+    check_vllm_device(cfg)
     if agentic.uses_tools(cfg):  # the chat template must express tool calls: checked before the disk or the model
         agentic.preflight(cfg)
     plan = plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)

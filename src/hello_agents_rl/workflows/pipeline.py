@@ -13,6 +13,7 @@ from hello_agents_rl.evaluation.run import comparison_markdown
 from hello_agents_rl.evaluation.run import run as evaluate
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.outputs import atomic_write_json, plan_output_dir
+from hello_agents_rl.trainers.preflight import check_vllm_device
 from hello_agents_rl.trainers.run import train
 
 RESULTS_FILE = "training_results.json"
@@ -30,6 +31,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict[str, Any]:
         evaluations[name] = evaluate(eval_cfg)
 
     for stage in (cfg.stage("sft"), cfg.stage("grpo", model_name=cfg.model_name)):  # refuse now, not after an hour
+        check_vllm_device(stage)
         plan_output_dir(stage.output_dir, stage.resume_from_checkpoint, stage.overwrite_output_dir)
     if (root / RESULTS_FILE).is_file() and not cfg.overwrite_output_dir:
         raise ConfigError(f"`output_dir`: {root} holds a finished pipeline ({RESULTS_FILE}); choose another "

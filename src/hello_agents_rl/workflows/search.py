@@ -35,6 +35,9 @@ class TrialFailed(Exception):
 
 
 def run(cfg: SearchConfig) -> dict[str, Any]:
+    from hello_agents_rl.trainers.preflight import check_vllm_device
+
+    check_vllm_device(cfg.trial_config({}, 0))  # before the study claims the folder
     out = Path(cfg.output_dir)
     storage_url = cfg.storage or f"sqlite:///{out.resolve() / 'study.db'}"
     claim = _check_claim(out, storage_url, cfg.study_name)

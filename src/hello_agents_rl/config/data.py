@@ -1,0 +1,71 @@
+"""The data keys every action that reads a dataset shares, and which splits each dataset has."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from hello_agents_rl.config.base import MAX_SEED, Base, Count, require
+from hello_agents_rl.errors import did_you_mean
+
+# Splits of the named datasets; a single file or datasets.Dataset is the whole data under either name.
+SPLITS: dict[str, tuple[str, ...]] = {"gsm8k": ("train", "test"), "arithmetic": ("train", "test")}
+SINGLE_SOURCE_SPLITS = ("train", "test")
+
+
+def split_problem(dataset: Any, split: str, key: str = "split") -> str | None:
+    """Why `split` is not a split of `dataset`, listing the ones it has; None when it is."""
+    if isinstance(dataset, dict):  # a datasets.DatasetDict: its own splits
+        known = tuple(dataset)
+    else:
+        known = SPLITS.get(dataset, SINGLE_SOURCE_SPLITS) if isinstance(dataset, str) else SINGLE_SOURCE_SPLITS
+    if split in known:
+        return None
+    return f"`{key}`: {split!r} is not a split of this dataset{did_you_mean(split, list(known))} (it has: {', '.join(known)})"
+
+
+def _is_dataset_object(value: Any) -> bool:
+    # A Dataset can only exist once `datasets` is imported: look it up there rather than import it here.
+    datasets = sys.modules.get("datasets")
+    return datasets is not None and isinstance(value, (datasets.Dataset, datasets.DatasetDict))
+
+
+class DataConfig(Base):
+    dataset: Any = Field(
+        "gsm8k",
+        description="`gsm8k`, `arithmetic` (the embedded synthetic task), a .jsonl/.csv file, or a datasets.Dataset.",
+    )
+    dataset_path: str | None = Field(
+        None,
+        description="Folder holding GSM8K's train.jsonl/test.jsonl (offline); else $HELLO_AGENTS_GSM8K, else the hub.",
+    )
+    split: str = Field("train", description="Dataset split to train on (GSM8K: train/test).")
+    question_column: str = Field("question", description="Column holding the question in a custom dataset.")
+    answer_column: str = Field("answer", description="Column holding the answer in a custom dataset.")
+    max_samples: Count | None = Field(
+        None, ge=1, description="Use at most this many examples (a seeded shuffle, not the first N); None = all."
+    )
+    system_prompt: str | None = Field(
+        None, description="System message for every prompt; None = the dataset's default, '' = none."
+    )
+    seed: int = Field(42, ge=0, le=MAX_SEED, description="Seed for data shuffling, sampling and initialisation.")
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_kind(cls, value: Any) -> Any:
+        if not isinstance(value, str) and not _is_dataset_object(value):
+            raise ValueError(
+                f"unsupported {type(value).__name__}; use 'gsm8k', 'arithmetic', a .jsonl/.csv path or a datasets.Dataset"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _split_exists(self) -> "DataConfig":
+        require(split_problem(self.dataset, self.split))
+        return self
+
+
+class LoadDatasetConfig(DataConfig):
+    """`action: load_dataset` -- size, columns and a formatted sample."""
