@@ -24,6 +24,12 @@ def check_tools(tools: list[Any], environment: Any, algorithm: str | None = None
     check_agentic(tools, environment, algorithm, tool_reward, max_tool_turns, reward)
 
 
+def check_task(dataset: str, params: dict[str, Any]) -> None:
+    from hello_agents_rl.data.reasoning_tasks import check  # an unknown task or a refused parameter, named
+
+    check(dataset, params)
+
+
 def check_vllm_installed() -> None:
     """Whether a GPU is visible needs torch: trainers/preflight.py checks that, still before the model loads."""
     if find_spec("vllm") is None:

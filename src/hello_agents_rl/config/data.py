@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from hello_agents_rl.config.base import MAX_SEED, Base, Count, require
+from hello_agents_rl.config.checks import check_task
 from hello_agents_rl.errors import did_you_mean
+from hello_agents_rl.paths import is_task_name
 
 # Splits of the named datasets; a single file or datasets.Dataset is the whole data under either name.
 SPLITS: dict[str, tuple[str, ...]] = {"gsm8k": ("train", "test"), "arithmetic": ("train", "test")}
@@ -35,7 +37,12 @@ def _is_dataset_object(value: Any) -> bool:
 class DataConfig(Base):
     dataset: Any = Field(
         "gsm8k",
-        description="`gsm8k`, `arithmetic` (the embedded synthetic task), a .jsonl/.csv file, or a datasets.Dataset.",
+        description="`gsm8k`, `arithmetic` (the embedded synthetic task), `reasoning_gym:<task>` (a reasoning-gym "
+        "generator), a .jsonl/.csv file, or a datasets.Dataset.",
+    )
+    dataset_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`reasoning_gym:<task>` only: the generator's own parameters (size per split, difficulty ranges).",
     )
     dataset_path: str | None = Field(
         None,
@@ -64,6 +71,11 @@ class DataConfig(Base):
     @model_validator(mode="after")
     def _split_exists(self) -> "DataConfig":
         require(split_problem(self.dataset, self.split))
+        if is_task_name(self.dataset):
+            check_task(self.dataset, self.dataset_config)
+        elif self.dataset_config:
+            raise ValueError("`dataset_config`: only a `reasoning_gym:<task>` dataset takes generator parameters; "
+                             "remove it or name such a dataset")
         return self
 
 

@@ -7,6 +7,7 @@ from datasets import Dataset, DatasetDict
 from hello_agents_rl.config import DataConfig, split_problem
 from hello_agents_rl.data import arithmetic, custom, gsm8k, multiplication, reasoning_tasks
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.paths import is_task_name
 from hello_agents_rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages, format_solution, render_prompt
 
 __all__ = ["load", "describe", "build_messages", "format_solution", "render_prompt"]
@@ -30,7 +31,7 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
         data = arithmetic.make_dataset(split, None, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
         return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
-    elif reasoning_tasks.is_task(source):
+    elif is_task_name(source):
         data = _task_rows(source, cfg, split)
     elif source == "gsm8k":
         data = gsm8k.load(split, cfg.dataset_path, _system_prompt(cfg, GSM8K_SYSTEM_PROMPT))

@@ -16,21 +16,17 @@ import json
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
+from hello_agents_rl.paths import TASK_PREFIX
 from hello_agents_rl.rewards.correctness import generator, library, task_ref
 
-PREFIX = "reasoning_gym:"
 TEST_SEED = 1_000_000_000  # fixed: the held-out split never moves with the run's seed
 OWN_KEYS = ("seed",)  # set by the split, never by the user
 SYSTEM_PROMPT = "Solve the task. End your reply with a last line 'Final Answer: <answer>', the answer alone."
 
 
-def is_task(dataset: Any) -> bool:
-    return isinstance(dataset, str) and dataset.startswith(PREFIX)
-
-
 def check(dataset: str, params: dict[str, Any]) -> None:
     """ConfigError for an unknown task (with a did-you-mean) or a parameter its generator refuses; loads no model."""
-    name = dataset.removeprefix(PREFIX)
+    name = dataset.removeprefix(TASK_PREFIX)
     registry = library().DATASETS
     if name not in registry:
         raise ConfigError(f"`dataset`: unknown reasoning-gym task {name!r}{did_you_mean(name, registry)} "
@@ -66,7 +62,7 @@ def split_seed(split: str, seed: int, size: int) -> int:
 
 def entries(dataset: str, params: dict[str, Any], split: str, seed: int) -> list[tuple[str, dict[str, Any]]]:
     """(task_ref, entry) of one split; train entries whose question is in the test split are left out."""
-    name, key = dataset.removeprefix(PREFIX), json.dumps(params, sort_keys=True)
+    name, key = dataset.removeprefix(TASK_PREFIX), json.dumps(params, sort_keys=True)
     size = params.get("size", 500)
     start = split_seed(split, seed, size)
     drawn = generator(name, key, start)
