@@ -14,6 +14,8 @@ import pytest
 import torch
 
 from hello_agents_rl.trainers import fast
+from hello_agents_rl.trainers.fast import buckets
+from hello_agents_rl.trainers.fast.verified import ENV_SWITCH
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +65,7 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
     loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions."""
     from trl.trainer.utils import split_tensor_dict
 
-    monkeypatch.setattr(fast, "BUCKET_OVERHEAD_TOKENS", 0)  # split by length as much as allowed: buckets exercised
+    monkeypatch.setattr(buckets, "BUCKET_OVERHEAD_TOKENS", 0)  # split by length as much as allowed: buckets exercised
     ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, **overrides)
     torch.manual_seed(0)
     batch = ours._generate_and_score_completions(rows)  # our sampler's rollout, our reference/old log-probs
@@ -118,7 +120,7 @@ def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, ca
 def test_a_run_with_the_switch_off_records_the_fallback(tiny_model: str, tmp_path: Path, monkeypatch, capsys) -> None:
     from hello_agents.tools import RLTrainingTool
 
-    monkeypatch.setenv(fast.ENV_SWITCH, "0")
+    monkeypatch.setenv(ENV_SWITCH, "0")
     result = RLTrainingTool().run({
         "action": "train", "algorithm": "grpo", "model_name": tiny_model, "output_dir": str(tmp_path / "grpo"),
         "dataset": "arithmetic", "max_samples": 2, "max_steps": 1, "batch_size": 2, "num_generations": 2,
