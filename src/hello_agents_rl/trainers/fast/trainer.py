@@ -178,7 +178,7 @@ def fast_grpo_trainer_class() -> type:
                     prompt_ids, images, multimodal_fields, num_generations, has_tool_images
                 )
             with profiling_context(self, "fast.sample"):
-                completion_ids, logprobs = sample(
+                completion_ids, _ = sample(
                     model,
                     prompt_ids,
                     max_new_tokens=self.max_completion_length,
@@ -189,6 +189,8 @@ def fast_grpo_trainer_class() -> type:
                 )
             del decoder  # frees the merged weights before the training forward
             self._fast_record.ran("sampler_completions", len(prompt_ids))
-            return completion_ids, logprobs
+            # TRL's generate path returns no log-probs (its loss uses the training forward's): ours would become
+            # the batch's sampling_per_token_logps, which TRL's off-policy mask (OPSM) then reads instead
+            return completion_ids, None
 
     return FastGRPOTrainer
