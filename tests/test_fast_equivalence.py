@@ -43,7 +43,8 @@ def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     for trainer_class in (fast.fast_grpo_trainer_class(), GRPOTrainer):
         monkeypatch.setattr(fast, "fast_grpo_trainer_class", lambda cls=trainer_class: cls)
         model = load_model(cfg.model_name, False, dtype)
-        trainers.append(build.build_trainer(cfg, model, tokenizer, data, None, reward, [], "cpu", dtype == torch.bfloat16))
+        bf16 = dtype == torch.bfloat16
+        trainers.append(build.build_trainer(cfg, model, tokenizer, data, None, reward, [], "cpu", bf16))
     ours, theirs = trainers
     assert type(ours) is not GRPOTrainer and type(theirs) is GRPOTrainer
     generator = torch.Generator().manual_seed(0)
@@ -123,7 +124,8 @@ def test_one_bf16_step_equals_trls_bf16_step(tiny_model: str, tmp_path: Path, mo
         trainer.model.zero_grad()
         loss = trainer.compute_loss(trainer.model, inputs)
         loss.backward()
-        results.append((loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}))
+        grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        results.append((loss.detach(), grads))
     (loss, grads), (trl_loss, trl_grads) = results
     assert loss.dtype == trl_loss.dtype
     torch.testing.assert_close(loss, trl_loss, atol=1e-6, rtol=1e-2)

@@ -35,7 +35,8 @@ def architecture_blocker(config: Any) -> str | None:
     if kind not in SUPPORTED_MODEL_TYPES:
         return f"model_type {kind!r} (the fast path covers {sorted(SUPPORTED_MODEL_TYPES)})"
     layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    if any(t != "full_attention" for t in layer_types) or (kind == "mistral" and getattr(config, "sliding_window", None)):
+    sliding = kind == "mistral" and getattr(config, "sliding_window", None)
+    if sliding or any(t != "full_attention" for t in layer_types):
         return "sliding-window attention"
     return None
 

@@ -5,16 +5,15 @@ KL, the clipped importance-ratio loss, logging -- with four replacements, each e
 
 1. Rollouts: `sample()` (rollouts/sampling/) instead of `model.generate`. For small and mid-sized models
    generate is mostly per-token Python overhead (mask building, cache objects, logits processors, PEFT's LoRA
-   wrappers).
-   `FastDecoder` is a functional view of a Llama-family decoder: LoRA merged into the weights once per
-   rollout, q/k/v and gate/up fused into one matmul each, q/k norm and RoPE applied to all heads at once,
+   wrappers). `FastDecoder` is a functional view of a Llama-family decoder: LoRA merged into the weights once
+   per rollout, q/k/v and gate/up fused into one matmul each, q/k norm and RoPE applied to all heads at once,
    a preallocated (growing) KV cache, and each distinct prompt prefilled once for its whole group.
-   Sampling is transformers' temperature/top-k/top-p; rows stop at EOS, never past max_new_tokens; each
-   token's log-prob under the temperature-scaled policy comes back too (what TRL's forward computes).
+   Sampling is transformers' temperature/top-k/top-p; rows stop at EOS, never past max_new_tokens. The
+   rollout hands TRL no log-probs, as TRL's generate path does (its loss uses the training forward's).
    Rollouts run without dropout (TRL's generate runs in train mode, so LoRA dropout is live there).
-2. Training forward: `shared_prefix_logps()` (shared_prefix.py) computes each distinct prompt once per batch (a GRPO batch
-   holds it num_generations times), keeps its KV cache in the autograd graph, indexes it out to the
-   completions and scores them through TRL's own fused LM head. Same values and gradients; LoRA dropout
+2. Training forward: `shared_prefix_logps()` (shared_prefix.py) computes each distinct prompt once per batch
+   (a GRPO batch holds it num_generations times), keeps its KV cache in the autograd graph, indexes it out to
+   the completions and scores them through TRL's own fused LM head. Same values and gradients; LoRA dropout
    on prompt tokens is drawn once per group instead of once per row (the same in expectation).
 3. Reference (and any dropout-free) log-probs: `score()` runs the functional decoder without gradients,
    with the adapter off exactly as TRL's `use_adapter` leaves it -- no dropout involved, so exact.
