@@ -9,7 +9,7 @@ grpo_throughput.py prepares (built on first use), max_new_tokens 32. Variants, a
                    (what the old hello-agents tool did);
 * batched_32    -- `hello_agents_rl.evaluation.run.generate`, batch_size 32 (EvaluateConfig's default);
 * batched_125   -- the same with 125 questions per batch (what the demo uses);
-* lean_125      -- the GRPO lean sampler (trainers/fast.py) greedy, 125 per batch: not wired into
+* lean_125      -- the GRPO lean sampler (rollouts/sampling/) greedy, 125 per batch: not wired into
                    `evaluate` (shown for what it would add).
 
 Reported: questions/s (wall and CPU), accuracy of each (they must agree), and ratios to one_at_a_time.
@@ -44,7 +44,7 @@ def main() -> None:
     from hello_agents_rl.evaluation.run import generate
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.rewards import is_correct
-    from hello_agents_rl.trainers.fast import sample
+    from hello_agents_rl.rollouts.sampling import sample
 
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)

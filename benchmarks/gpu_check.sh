@@ -29,6 +29,8 @@ OUT=${OUT:-outputs/gpu_check}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline PYTHONUNBUFFERED=1
+# the fast trainer runs only on verified devices (trainers/fast/verified.py); this check is how CUDA gets verified
+export HELLO_AGENTS_FAST_DEVICES=cuda
 
 DRY_RUN=${DRY_RUN:-0}
 cuda_ok() { [ "$DRY_RUN" = 1 ] || "$1" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; }

@@ -5,7 +5,7 @@
 
 Two variants, built by the same code path so that only the trainer's code differs:
 
-* ours -- `RLTrainingTool().run({...})`, which trains with `FastGRPOTrainer` (trainers/fast.py);
+* ours -- `RLTrainingTool().run({...})`, which trains with `FastGRPOTrainer` (trainers/fast/);
 * trl  -- the same tool call with plain `trl.GRPOTrainer` put where `FastGRPOTrainer` goes: the same
           GRPOConfig (from trainers/args.py: no gradient checkpointing, fp32 on CPU, use_cpu), the same
           LoRA (r16, alpha 32, dropout 0.05, all-linear), model, tokenizer, prompts, reward, KL 0.05, seed.
@@ -119,11 +119,12 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     from transformers import Trainer
 
     import hello_agents_rl.trainers.fast as fast
+    from hello_agents_rl.trainers.fast import chunked_loss
     from hello_agents_rl.interfaces.tool import RLTrainingTool
 
     times: dict[str, float] = defaultdict(float)
     if variant == "ours_unchunked":  # ours before the chunked loss: the whole batch in one forward+backward
-        fast.LOSS_CHUNK_TOKENS = 10**9
+        chunked_loss.LOSS_CHUNK_TOKENS = 10**9
     if variant.startswith("ours") or variant == "vllm":
         base = fast.fast_grpo_trainer_class()
     else:

@@ -12,7 +12,7 @@ schedule, max_length and loss on the completion only. Variants:
 * trl           -- plain `trl.SFTTrainer` as TRL's docs show it (SFTConfig + LoraConfig + dataset);
 * trl_tuned     -- (--with-tuned) plain TRL plus our CPU config (gradient_checkpointing=False, bf16=False);
 * padding_free  -- (--with-padding-free) ours plus TRL's padding_free=True, measured, not on by default;
-* fast_dropout  -- (--with-fast-dropout) ours plus trainers/fast.py's FastDropout on the LoRA layers (now on
+* fast_dropout  -- (--with-fast-dropout) ours plus trainers/fast/dropout.py's FastDropout on the LoRA layers (now on
                    by default in both trainers: this variant equals `ours` since; kept to re-measure).
 
 Reported: samples/s and seconds per step of train() (wall, and CPU seconds), peak RSS, the final

@@ -26,10 +26,9 @@ def _trainer(tool_model: str, tmp_path: Path, scripted: list[str], max_tool_turn
     from trl import GRPOConfig
 
     from hello_agents_rl.workflows.actions import parse
-    from hello_agents_rl.agentic import runtime
     from hello_agents_rl.models import load_model, load_tokenizer
-    from hello_agents_rl.trainers.args import trl_args
     from hello_agents_rl.trainers.build import build_trainer
+    from hello_agents_rl.trainers.tools import trajectory_reward
 
     rows = Dataset.from_dict({"prompt": [[{"role": "user", "content": "What is 347 * 56?"}]] * 2,
                               "ground_truth": ["19432"] * 2})
@@ -38,7 +37,7 @@ def _trainer(tool_model: str, tmp_path: Path, scripted: list[str], max_tool_turn
                  "batch_size": 2, "num_generations": 2, "max_new_tokens": 200, "use_lora": False, "report_to": "none",
                  "kl_coef": 0.0})
     tokenizer = load_tokenizer(tool_model)
-    reward = runtime.trajectory_reward(cfg)
+    reward = trajectory_reward(cfg)
     trainer = build_trainer(cfg, load_model(tool_model), tokenizer, rows, None, reward, [], "cpu", False)
     turns = iter(scripted)
 

@@ -14,12 +14,16 @@ import pytest
 import torch
 
 from hello_agents_rl.trainers import fast
+from hello_agents_rl.trainers.fast import buckets
+from hello_agents_rl.trainers.fast.verified import ENV_SWITCH
 
 pytestmark = pytest.mark.slow
 
 
-def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **overrides) -> tuple:
-    """The project's GRPO trainer and plain TRL's, built by build_trainer from one config, same LoRA weights."""
+def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype = torch.float32,
+              target_length: int = 6, **overrides) -> tuple:
+    """The project's GRPO trainer and plain TRL's, built by build_trainer from one config, same LoRA weights;
+    dtype bfloat16: weights and autocast as on a bf16 GPU (run.py: load in bf16, TRL's bf16=True)."""
     from trl import GRPOTrainer
 
     from hello_agents_rl import data as data_layer
@@ -34,12 +38,13 @@ def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     data = data_layer.load(cfg)
     tokenizer = load_tokenizer(cfg.model_name, False)
     # length shaping differs within a group even for a random model: non-zero advantages, hence gradients
-    reward = to_trl_reward(build_reward("length_penalty", {"target_length": 6, "penalty_weight": 1.0}))
+    reward = to_trl_reward(build_reward("length_penalty", {"target_length": target_length, "penalty_weight": 1.0}))
     trainers = []
     for trainer_class in (fast.fast_grpo_trainer_class(), GRPOTrainer):
         monkeypatch.setattr(fast, "fast_grpo_trainer_class", lambda cls=trainer_class: cls)
-        model = load_model(cfg.model_name, False, torch.float32)
-        trainers.append(build.build_trainer(cfg, model, tokenizer, data, None, reward, [], "cpu", False))
+        model = load_model(cfg.model_name, False, dtype)
+        bf16 = dtype == torch.bfloat16
+        trainers.append(build.build_trainer(cfg, model, tokenizer, data, None, reward, [], "cpu", bf16))
     ours, theirs = trainers
     assert type(ours) is not GRPOTrainer and type(theirs) is GRPOTrainer
     generator = torch.Generator().manual_seed(0)
@@ -63,7 +68,7 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
     loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions."""
     from trl.trainer.utils import split_tensor_dict
 
-    monkeypatch.setattr(fast, "BUCKET_OVERHEAD_TOKENS", 0)  # split by length as much as allowed: buckets exercised
+    monkeypatch.setattr(buckets, "BUCKET_OVERHEAD_TOKENS", 0)  # split by length as much as allowed: buckets exercised
     ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, **overrides)
     torch.manual_seed(0)
     batch = ours._generate_and_score_completions(rows)  # our sampler's rollout, our reference/old log-probs
@@ -71,6 +76,7 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
     monkeypatch.setattr(theirs, "_generate_single_turn", lambda *args, **kwargs: (completions, None))
     expected = theirs._generate_and_score_completions(rows)  # TRL's own code on the same completions
     assert ("old_per_token_logps" in expected) == ("steps_per_generation" in overrides)
+    assert batch.keys() == expected.keys()
     for key, value in expected.items():
         torch.testing.assert_close(batch[key], value, atol=1e-5, rtol=0, msg=key)
     steps = ours.args.steps_per_generation
@@ -93,6 +99,43 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
     assert counts["shared_prompt_forwards"] > 0 and counts["functional_scores"] > 0, "the fast forwards ran"
     assert ours.fast_path["fallbacks"] == []
 
+
+
+def test_one_bf16_step_equals_trls_bf16_step(tiny_model: str, tmp_path: Path, monkeypatch) -> None:
+    """A GPU trains in bf16 (weights loaded in bf16, bf16 autocast; fp32 LoRA adapters from PEFT): the same on CPU
+    here, so a dtype mistake in the fast path shows without a GPU. Within bf16 tolerance: on this model TRL's own
+    bf16 step differs from its fp32 step by up to ~3% per gradient (norm) and ~0.007 per reference log-prob; the
+    fast path differs from TRL's bf16 step by about as much, and is as close to the fp32 step as TRL's is."""
+    # long enough a target that the 16-token completions of the bf16 model get different rewards
+    ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, dtype=torch.bfloat16, target_length=12)
+    assert ours.accelerator.mixed_precision == "bf16" and ours.model.get_base_model().dtype == torch.bfloat16
+    torch.manual_seed(0)
+    batch = ours._generate_and_score_completions(rows)
+    completions = [ids[mask.bool()].tolist() for ids, mask in zip(batch["completion_ids"], batch["completion_mask"])]
+    monkeypatch.setattr(theirs, "_generate_single_turn", lambda *args, **kwargs: (completions, None))
+    expected = theirs._generate_and_score_completions(rows)
+    assert batch.keys() == expected.keys() and expected["advantages"].abs().sum() > 0
+    for key, value in expected.items():
+        if torch.is_tensor(value):
+            assert batch[key].dtype == value.dtype, key
+        torch.testing.assert_close(batch[key], value, atol=2e-2, rtol=0, msg=key)
+    results = []
+    for trainer, inputs in ((ours, batch), (theirs, expected)):
+        trainer.model.zero_grad()
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        results.append((loss.detach(), grads))
+    (loss, grads), (trl_loss, trl_grads) = results
+    assert loss.dtype == trl_loss.dtype
+    torch.testing.assert_close(loss, trl_loss, atol=1e-6, rtol=1e-2)
+    assert grads.keys() == trl_grads.keys() and len(grads) == 4 * 7 * 2
+    for name, grad in trl_grads.items():
+        assert grads[name].dtype == grad.dtype, name
+        assert grad.norm() > 0 and (grads[name] - grad).norm() <= 0.05 * grad.norm(), name
+    counts = ours.fast_path["counts"]
+    assert counts["sampler_completions"] == len(rows) and counts["shared_prompt_forwards"] > 0
+    assert counts["functional_scores"] > 0 and ours.fast_path["fallbacks"] == []
 
 def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, capsys) -> None:
     """A GRPO run on a supported model goes through the lean sampler and the shared-prompt forward, and says so
@@ -118,7 +161,7 @@ def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, ca
 def test_a_run_with_the_switch_off_records_the_fallback(tiny_model: str, tmp_path: Path, monkeypatch, capsys) -> None:
     from hello_agents.tools import RLTrainingTool
 
-    monkeypatch.setenv(fast.ENV_SWITCH, "0")
+    monkeypatch.setenv(ENV_SWITCH, "0")
     result = RLTrainingTool().run({
         "action": "train", "algorithm": "grpo", "model_name": tiny_model, "output_dir": str(tmp_path / "grpo"),
         "dataset": "arithmetic", "max_samples": 2, "max_steps": 1, "batch_size": 2, "num_generations": 2,

@@ -1,4 +1,4 @@
-"""The GRPO loss in chunks of whole groups (trainers/fast.py, docs/performance.md): the same loss, the same
+"""The GRPO loss in chunks of whole groups (trainers/fast/chunked_loss.py, docs/performance.md): the same loss, the same
 gradients and the same logged metrics as plain TRL's whole-batch loss, for every loss type it splits."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hello_agents_rl.trainers import fast
+from hello_agents_rl.trainers.fast import chunked_loss
 from test_fast_equivalence import _trainers
 
 pytestmark = pytest.mark.slow
@@ -16,11 +16,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo", "dr_grpo"])
 def test_chunked_loss_equals_trls_whole_batch(tiny_model: str, tmp_path: Path, monkeypatch, loss_type: str) -> None:
-    monkeypatch.setattr(fast, "LOSS_CHUNK_TOKENS", 1)  # every group its own chunk
+    monkeypatch.setattr(chunked_loss, "LOSS_CHUNK_TOKENS", 1)  # every group its own chunk
     ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, loss_type=loss_type)
     torch.manual_seed(0)
     batch = ours._generate_and_score_completions(rows)
-    assert len(fast.loss_chunks(batch, 1)) == 2, "two prompts: two chunks"
+    assert len(chunked_loss.loss_chunks(batch, 1)) == 2, "two prompts: two chunks"
     results = []
     for trainer in (ours, theirs):
         trainer.model.zero_grad()
@@ -47,7 +47,7 @@ def test_small_batches_stay_one_piece(tiny_model: str, tmp_path: Path, monkeypat
     ours, _, rows = _trainers(tiny_model, tmp_path, monkeypatch)
     torch.manual_seed(0)
     batch = ours._generate_and_score_completions(rows)
-    assert fast.loss_chunks(batch, fast.LOSS_CHUNK_TOKENS) is None, "a toy batch is far below the budget"
+    assert chunked_loss.loss_chunks(batch, chunked_loss.LOSS_CHUNK_TOKENS) is None, "a toy batch is far below the budget"
     ours.model.zero_grad()
     ours.compute_loss(ours.model, batch).backward()
     assert "loss_chunks" not in ours.fast_path["counts"]

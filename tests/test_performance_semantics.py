@@ -1,4 +1,4 @@
-"""The speed-ups keep TRL's semantics (src/hello_agents_rl/trainers/fast.py, docs/performance.md).
+"""The speed-ups keep TRL's semantics (rollouts/sampling/, trainers/fast/, docs/performance.md).
 
 The lean sampler and the shared-prompt forwards must produce what the slow paths produce: the same
 greedy tokens as `model.generate`, the log-probabilities TRL's training forward computes, the same
@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_agents_rl.trainers import fast
+from hello_agents_rl.rollouts.sampling import FastDecoder, fast_decoder_or_reason, no_active_dropout, sample, score
+from hello_agents_rl.rollouts.sampling import sampler
+from hello_agents_rl.rollouts.sampling.sampler import filter_logits
+from hello_agents_rl.trainers.fast import fast_grpo_trainer_class, use_fast_dropout
+from hello_agents_rl.trainers.fast.buckets import length_buckets
+from hello_agents_rl.trainers.fast.dropout import FastDropout
+from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_blocker, shared_prefix_logps
+from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, VERIFIED_VERSIONS
 
 TEMPERATURE = 0.8
 
@@ -64,7 +71,7 @@ def _full_forward_logps(model, prompt: list[int], completion: list[int]) -> torc
 def test_sampled_logprobs_equal_the_training_forward(tiny: tuple) -> None:
     model, tokenizer = tiny
     torch.manual_seed(0)
-    completions, logprobs = fast.sample(model, _prompts(tokenizer), 24, temperature=TEMPERATURE, **_ids(tokenizer))
+    completions, logprobs = sample(model, _prompts(tokenizer), 24, temperature=TEMPERATURE, **_ids(tokenizer))
     for prompt, completion, logp in zip(_prompts(tokenizer), completions, logprobs):
         assert len(logp) == len(completion) > 0
         torch.testing.assert_close(torch.tensor(logp), _full_forward_logps(model, prompt, completion), atol=1e-4, rtol=0)
@@ -74,8 +81,8 @@ def test_sampled_logprobs_equal_the_training_forward(tiny: tuple) -> None:
 def test_greedy_equals_model_generate(tiny: tuple, fuse: bool) -> None:
     model, tokenizer = tiny
     prompts = _prompts(tokenizer, repeat=1)
-    decoder = fast.FastDecoder(model, fuse=fuse)
-    ours, _ = fast.sample(model, prompts, 20, temperature=0.0, decoder=decoder, **_ids(tokenizer))
+    decoder = FastDecoder(model, fuse=fuse)
+    ours, _ = sample(model, prompts, 20, temperature=0.0, decoder=decoder, **_ids(tokenizer))
     eos = _ids(tokenizer)["eos_token_ids"][0]
     for prompt, completion in zip(prompts, ours):
         with torch.no_grad():
@@ -91,7 +98,7 @@ def test_same_seed_same_completions_and_limits(tiny: tuple) -> None:
     runs = []
     for seed in (7, 7, 8):
         torch.manual_seed(seed)
-        runs.append(fast.sample(model, _prompts(tokenizer), 12, temperature=1.0, top_p=0.9, top_k=50, **ids)[0])
+        runs.append(sample(model, _prompts(tokenizer), 12, temperature=1.0, top_p=0.9, top_k=50, **ids)[0])
     assert runs[0] == runs[1], "the same seed gives the same completions"
     assert runs[0] != runs[2]
     for completions in runs:
@@ -105,10 +112,10 @@ def test_kv_cache_grows_past_its_reservation(tiny: tuple, monkeypatch: pytest.Mo
     model, tokenizer = tiny
     ids = {**_ids(tokenizer), "eos_token_ids": [tokenizer.pad_token_id]}  # an EOS it never samples: runs to the limit
     torch.manual_seed(3)
-    reference = fast.sample(model, _prompts(tokenizer, 1, 2), 40, temperature=TEMPERATURE, **ids)
-    monkeypatch.setattr(fast, "KV_RESERVE", 3)
+    reference = sample(model, _prompts(tokenizer, 1, 2), 40, temperature=TEMPERATURE, **ids)
+    monkeypatch.setattr(sampler, "KV_RESERVE", 3)
     torch.manual_seed(3)
-    assert fast.sample(model, _prompts(tokenizer, 1, 2), 40, temperature=TEMPERATURE, **ids) == reference
+    assert sample(model, _prompts(tokenizer, 1, 2), 40, temperature=TEMPERATURE, **ids) == reference
 
 
 def test_filter_matches_transformers_warpers() -> None:
@@ -116,7 +123,7 @@ def test_filter_matches_transformers_warpers() -> None:
 
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 3
     expected = TopPLogitsWarper(0.7)(None, TopKLogitsWarper(10)(None, logits.clone()))
-    assert torch.equal(torch.isinf(fast._filter(logits, 10, 0.7)), torch.isinf(expected))
+    assert torch.equal(torch.isinf(filter_logits(logits, 10, 0.7)), torch.isinf(expected))
 
 
 def _batch(tokenizer, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -146,7 +153,7 @@ def test_shared_prompt_forward_equals_full_forward_values_and_gradients(tiny: tu
     ids, mask, keep = _batch(tokenizer)
     loss_mask = mask[:, -keep:]
     grads = []
-    for forward in (_trl_forward, lambda *a: fast.shared_prefix_logps(*a, compute_entropy=True)):
+    for forward in (_trl_forward, lambda *a: shared_prefix_logps(*a, compute_entropy=True)):
         model.zero_grad()
         logps, entropy = forward(model, ids, mask, keep)
         (logps * loss_mask).sum().backward()
@@ -165,10 +172,10 @@ def test_functional_scoring_equals_policy_and_reference_forward(tiny: tuple) -> 
     model, tokenizer = tiny
     ids, mask, keep = _batch(tokenizer, seed=1)
     with torch.no_grad():
-        policy = fast.score(fast.FastDecoder(model), ids, mask, keep, TEMPERATURE)
+        policy = score(FastDecoder(model), ids, mask, keep, TEMPERATURE)
         torch.testing.assert_close(policy, _trl_forward(model, ids, mask, keep)[0] * mask[:, -keep:], atol=1e-4, rtol=0)
         with model.disable_adapter():  # how TRL gets the reference of a LoRA policy
-            reference = fast.score(fast.FastDecoder(model), ids, mask, keep, TEMPERATURE)
+            reference = score(FastDecoder(model), ids, mask, keep, TEMPERATURE)
             expected = _trl_forward(model, ids, mask, keep)[0] * mask[:, -keep:]
         torch.testing.assert_close(reference, expected, atol=1e-4, rtol=0)
     assert not torch.allclose(policy, reference), "the adapter matters, so the check above means something"
@@ -178,12 +185,12 @@ def test_dropout_gates_the_functional_scoring(tiny: tuple) -> None:
     model, _ = tiny
     model.train()
     try:
-        assert not fast.no_active_dropout(model), "LoRA dropout is live in train mode: keep TRL's stochastic forward"
+        assert not no_active_dropout(model), "LoRA dropout is live in train mode: keep TRL's stochastic forward"
         with model.disable_adapter():
-            assert fast.no_active_dropout(model), "the reference has no LoRA branch, so no dropout"
+            assert no_active_dropout(model), "the reference has no LoRA branch, so no dropout"
     finally:
         model.eval()
-    assert fast.no_active_dropout(model)
+    assert no_active_dropout(model)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
@@ -197,7 +204,7 @@ def test_other_llama_family_models(kind: str, tiny: tuple) -> None:
     torch.manual_seed(0)
     model = _lora(AutoModelForCausalLM.from_config(config))
     prompts = _prompts(tokenizer, repeat=1)
-    ours, _ = fast.sample(model, prompts, 10, temperature=0.0, **_ids(tokenizer))
+    ours, _ = sample(model, prompts, 10, temperature=0.0, **_ids(tokenizer))
     for prompt, completion in zip(prompts, ours):
         with torch.no_grad():
             out = model.generate(input_ids=torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
@@ -210,17 +217,17 @@ def test_unsupported_models_fall_back(tiny: tuple, monkeypatch: pytest.MonkeyPat
     from transformers import GPT2Config, GPT2LMHeadModel
 
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100))
-    decoder, reason = fast.fast_decoder_or_reason(gpt2)
+    decoder, reason = fast_decoder_or_reason(gpt2)
     assert decoder is None and "gpt2" in reason
-    assert fast.shared_prefix_blocker(gpt2) is not None
+    assert shared_prefix_blocker(gpt2) is not None
     model, _ = tiny
-    assert fast.shared_prefix_blocker(model) is None
-    monkeypatch.setenv(fast.ENV_SWITCH, "0")
-    assert fast.shared_prefix_blocker(model) is not None, "the switch turns every fast path off"
+    assert shared_prefix_blocker(model) is None
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    assert shared_prefix_blocker(model) is not None, "the switch turns every fast path off"
 
 
 def test_fast_dropout_is_dropout() -> None:
-    dropout = fast.FastDropout(0.05).train()
+    dropout = FastDropout(0.05).train()
     x = torch.ones(400_000, requires_grad=True)
     y = dropout(x)
     kept = y != 0
@@ -237,21 +244,21 @@ def test_fast_dropout_replaces_only_lora_dropouts(tiny_model: str, monkeypatch: 
     from transformers import AutoModelForCausalLM
 
     model = _lora(AutoModelForCausalLM.from_pretrained(tiny_model))
-    monkeypatch.setenv(fast.ENV_SWITCH, "0")
-    assert fast.use_fast_dropout(model) == 0
-    monkeypatch.delenv(fast.ENV_SWITCH)
-    assert fast.use_fast_dropout(model) == 4 * 7, "q k v o gate up down in each of the 4 layers"
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    assert use_fast_dropout(model) == 0
+    monkeypatch.delenv(ENV_SWITCH)
+    assert use_fast_dropout(model) == 4 * 7, "q k v o gate up down in each of the 4 layers"
     assert not any(type(m) is torch.nn.Dropout and m.p > 0 for m in model.modules())
     assert not any("lora_dropout" in k for k in model.state_dict()), "nothing new is saved with the adapter"
 
 
 def test_length_buckets_keep_every_row_once() -> None:
     lengths = [18, 17, 19, 128, 18, 20, 3, 18]
-    buckets = fast.length_buckets(lengths)
+    buckets = length_buckets(lengths)
     assert sorted(r for rows, _ in buckets for r in rows) == list(range(len(lengths)))
     assert all(max(lengths[r] for r in rows) == width for rows, width in buckets)
     assert [w for _, w in buckets][-1] == 128 and len(buckets[-1][0]) == 1, "the outlier does not pad the others"
-    assert fast.length_buckets([18] * 16) == [(list(range(16)), 18)]
+    assert length_buckets([18] * 16) == [(list(range(16)), 18)]
 
 
 def test_trainer_logps_equal_trls_own(tiny_model: str, tmp_path) -> None:
@@ -263,7 +270,7 @@ def test_trainer_logps_equal_trls_own(tiny_model: str, tmp_path) -> None:
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "What is 1 + 2?"}]] * 4})
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_steps=1,
                       report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False, temperature=TEMPERATURE)
-    trainer = fast.fast_grpo_trainer_class()(
+    trainer = fast_grpo_trainer_class()(
         model=tiny_model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args, train_dataset=data,
         peft_config=LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM"))
     model = trainer.model
@@ -300,7 +307,7 @@ def _fast_trainer(tiny_model: str, tmp_path, dropout: float = 0.0, **args):
     args = GRPOConfig(**{"output_dir": str(tmp_path), "per_device_train_batch_size": 4, "num_generations": 2,
                          "max_steps": 1, "report_to": "none", "use_cpu": True, "bf16": False,
                          "gradient_checkpointing": False, "temperature": TEMPERATURE, **args})
-    trainer = fast.fast_grpo_trainer_class()(
+    trainer = fast_grpo_trainer_class()(
         model=tiny_model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args, train_dataset=data,
         peft_config=LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules="all-linear",
                                task_type="CAUSAL_LM"))
@@ -319,7 +326,7 @@ def test_old_policy_logps_keep_fast_dropout_live(tiny_model: str, tmp_path) -> N
     live too, not swap in the deterministic functional scorer."""
     trainer = _fast_trainer(tiny_model, tmp_path, dropout=0.05)
     model = trainer.model
-    assert sum(isinstance(m, fast.FastDropout) for m in model.modules()) == 4 * 7
+    assert sum(isinstance(m, FastDropout) for m in model.modules()) == 4 * 7
     ids, mask, keep = _batch(trainer.processing_class, seed=3)
     loss_mask = mask[:, -keep:]
     with torch.no_grad():
@@ -329,9 +336,9 @@ def test_old_policy_logps_keep_fast_dropout_live(tiny_model: str, tmp_path) -> N
             reference = [trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)[0] * loss_mask
                          for _ in range(2)]
         torch.testing.assert_close(reference[0], reference[1], atol=0, rtol=0)
-    assert not fast.no_active_dropout(model)
+    assert not no_active_dropout(model)
     model.eval()
-    assert fast.no_active_dropout(model)
+    assert no_active_dropout(model)
 
 
 def _neither_repeats_nor_prompt(prompt: list[int], completion: list[int]) -> bool:
@@ -391,13 +398,13 @@ def test_unverified_library_versions_fall_back_to_trl(tiny_model: str, tmp_path,
     monkeypatch.setattr(GRPOTrainer, "_generate_single_turn",
                         lambda self, *a, **k: calls.append(1) or trl_rollout(self, *a, **k))
     trainer = _fast_trainer(tiny_model, tmp_path, dropout=0.05, max_completion_length=8)
-    assert not any(isinstance(m, fast.FastDropout) for m in trainer.model.modules()), "PEFT's own dropout kept"
+    assert not any(isinstance(m, FastDropout) for m in trainer.model.modules()), "PEFT's own dropout kept"
     trainer._generate_single_turn(_prompts(trainer.processing_class, 2, 2), None, {}, 2)
     assert calls == [1], "TRL's own rollout ran"
     record = trainer.fast_path
     assert record["sampler"] is False and record["counts"]["generate_completions"] == 4
     reasons = [f["reason"] for f in record["fallbacks"] if f["part"] == "all"]
-    assert len(reasons) == 1 and "trl 1.99.0" in reasons[0] and fast.VERIFIED_VERSIONS["trl"] in reasons[0]
+    assert len(reasons) == 1 and "trl 1.99.0" in reasons[0] and VERIFIED_VERSIONS["trl"] in reasons[0]
     assert "trl 1.99.0" in capsys.readouterr().out
 
 

@@ -74,7 +74,7 @@ def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
 
 def rollout_path(trainer: Any) -> str:
     """Which code generated the tool rollouts: the lean sampler, or TRL's model.generate (and why)."""
-    record = getattr(trainer, "fast_path", None)  # FastGRPOTrainer's record of what ran (trainers/fast.py)
+    record = getattr(trainer, "fast_path", None)  # FastGRPOTrainer's record of what ran (trainers/fast/record.py)
     if not isinstance(record, dict):
         return "TRL's model.generate (plain GRPOTrainer)"
     fallbacks = [f["reason"] for f in record.get("fallbacks", []) if f.get("part") == "sampler"]

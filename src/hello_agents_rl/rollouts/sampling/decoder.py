@@ -1,0 +1,253 @@
+"""A functional view of a Llama-family decoder (optionally under PEFT LoRA): what the lean sampler runs.
+
+LoRA is merged into the weights once per view (one rollout), q/k/v and gate/up fused into one matmul each,
+q/k norm and RoPE applied to all heads at once. Anything it does not reproduce exactly raises `Unsupported`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+# Llama-family decoders this view reproduces exactly: pre-norm, RMSNorm, RoPE, GQA, SwiGLU MLP.
+SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
+# Above this many bytes of projection weights, do not build merged/fused copies (memory would grow by
+# one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
+# where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
+FUSE_LIMIT_BYTES = 512 * 2**20
+
+
+class Unsupported(Exception):
+    """The model (or the request) is outside what the lean sampler reproduces; use model.generate."""
+
+
+def base_model(model: Any) -> Any:
+    """The transformers model under a PEFT wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def architecture_blocker(config: Any) -> str | None:
+    """Why a model of this config is not one this family's code reproduces (None: it is)."""
+    kind = getattr(config, "model_type", None)
+    if kind not in SUPPORTED_MODEL_TYPES:
+        return f"model_type {kind!r} (the fast path covers {sorted(SUPPORTED_MODEL_TYPES)})"
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    sliding = kind == "mistral" and getattr(config, "sliding_window", None)
+    if sliding or any(t != "full_attention" for t in layer_types):
+        return "sliding-window attention"
+    return None
+
+
+@dataclass
+class _Linear:
+    """y = x W^T + b + sum_i s_i (x A_i^T) B_i^T, with references to the live tensors (no copies)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    loras: list[tuple[torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, self.weight, self.bias)
+        for a, b, scale in self.loras:  # PEFT may keep adapters in float32 under a bf16 base: cast like it does
+            y = y + (F.linear(F.linear(x.to(a.dtype), a), b) * scale).to(y.dtype)
+        return y
+
+    def merged_weight(self) -> torch.Tensor:
+        weight = self.weight
+        for a, b, scale in self.loras:
+            weight = weight + (b.to(weight.dtype) @ a.to(weight.dtype)) * scale
+        return weight
+
+
+def _fuse(parts: list[_Linear]) -> _Linear:
+    """One projection for several that read the same input: merged LoRA, concatenated outputs (a copy)."""
+    weight = torch.cat([p.merged_weight() for p in parts], dim=0)
+    if all(p.bias is None for p in parts):
+        bias = None
+    else:
+        bias = torch.cat([p.bias if p.bias is not None else weight.new_zeros(p.weight.shape[0]) for p in parts])
+    return _Linear(weight, bias)
+
+
+def _linear(module: Any) -> _Linear:
+    """A plain nn.Linear, or a PEFT LoRA Linear over one, as a _Linear."""
+    if type(module) is torch.nn.Linear:
+        return _Linear(module.weight, module.bias)
+    base = getattr(module, "base_layer", None)
+    if base is None or type(base) is not torch.nn.Linear or not hasattr(module, "lora_A"):
+        raise Unsupported(f"{type(module).__name__} layers (quantized or non-LoRA adapters)")
+    if module.disable_adapters or module.merged:  # merged: the delta is already in the base weight
+        return _Linear(base.weight, base.bias)
+    if getattr(module, "fan_in_fan_out", False):
+        raise Unsupported("fan_in_fan_out LoRA layers")
+    loras = []
+    for name in module.active_adapters:
+        if name not in module.lora_A:
+            continue
+        if name in getattr(module, "lora_variant", {}):
+            raise Unsupported("LoRA variants such as DoRA")
+        a, b = module.lora_A[name], module.lora_B[name]
+        if not isinstance(a, torch.nn.Linear) or not isinstance(b, torch.nn.Linear) or b.bias is not None:
+            raise Unsupported("LoRA layers with bias or non-linear adapters")
+        loras.append((a.weight, b.weight, float(module.scaling[name])))
+    return _Linear(base.weight, base.bias, loras)
+
+
+@dataclass
+class _Layer:
+    in_norm: tuple[torch.Tensor, float]
+    post_norm: tuple[torch.Tensor, float]
+    qk_norm: tuple[torch.Tensor, float] | None  # Qwen3's per-head q/k norms as one [heads_q + heads_kv, D] norm
+    qkv: list[_Linear]  # one fused projection, or q, k, v
+    o: _Linear
+    gate_up: list[_Linear]  # one fused projection, or gate, up
+    down: _Linear
+
+
+def _norm(module: Any) -> tuple[torch.Tensor, float]:
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    if eps is None or not isinstance(getattr(module, "weight", None), torch.Tensor):
+        raise Unsupported(f"norm layer {type(module).__name__}")
+    return module.weight, float(eps)
+
+
+def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
+    # the HF RMSNorm of this family: normalise in float32, cast back, then scale (one op in float32)
+    weight, eps = norm
+    if x.dtype == torch.float32 and weight.dtype == torch.float32 and weight.dim() == 1:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    # x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, D/2) * [-sin_1, sin_2]
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
+
+
+class FastDecoder:
+    """Read-only functional view of a Llama-family causal LM (optionally under PEFT LoRA)."""
+
+    def __init__(self, model: Any, fuse: bool | None = None) -> None:
+        base = base_model(model)
+        config = base.config
+        blocker = architecture_blocker(config)
+        if blocker:
+            raise Unsupported(blocker)
+        if getattr(config, "hidden_act", "silu") != "silu":
+            raise Unsupported(f"hidden_act {config.hidden_act!r}")
+        for scaled in ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier"):
+            if getattr(config, scaled, None) not in (None, 1.0):
+                raise Unsupported(f"{scaled} on the logits")
+        inner = base.model
+        if type(inner.embed_tokens) is not torch.nn.Embedding:
+            raise Unsupported("adapted or custom embeddings")
+        self.embed = inner.embed_tokens.weight
+        self.final_norm = _norm(inner.norm)
+        self.rotary = inner.rotary_emb
+        self.lm_head = _linear(base.lm_head)
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = getattr(config, "num_key_value_heads", None) or self.num_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        self.dtype = self.embed.dtype
+        attn0 = inner.layers[0].self_attn
+        self.scaling = float(getattr(attn0, "scaling", self.head_dim**-0.5))
+        projections = []
+        self.layers: list[_Layer] = []
+        for layer in inner.layers[: config.num_hidden_layers]:
+            attn, mlp = layer.self_attn, layer.mlp
+            q, k, v, o = (_linear(getattr(attn, n)) for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
+            gate, up, down = (_linear(getattr(mlp, n)) for n in ("gate_proj", "up_proj", "down_proj"))
+            projections += [q, k, v, o, gate, up, down]
+            self.layers.append(
+                _Layer(
+                    in_norm=_norm(layer.input_layernorm),
+                    post_norm=_norm(layer.post_attention_layernorm),
+                    qk_norm=self._qk_norm(attn),
+                    qkv=[q, k, v],
+                    o=o,
+                    gate_up=[gate, up],
+                    down=down,
+                )
+            )
+        size = sum(p.weight.numel() * p.weight.element_size() for p in projections)
+        self.fused = size <= FUSE_LIMIT_BYTES if fuse is None else fuse
+        if self.fused:  # merged copies live only as long as this view (one rollout)
+            for layer in self.layers:
+                layer.qkv, layer.gate_up = [_fuse(layer.qkv)], [_fuse(layer.gate_up)]
+                layer.o, layer.down = _fuse([layer.o]), _fuse([layer.down])
+            self.lm_head = _fuse([self.lm_head]) if self.lm_head.loras else self.lm_head
+
+    def _qk_norm(self, attn: Any) -> tuple[torch.Tensor, float] | None:
+        if not hasattr(attn, "q_norm"):
+            return None
+        (wq, eps_q), (wk, eps_k) = _norm(attn.q_norm), _norm(attn.k_norm)
+        if eps_q != eps_k or wq.shape != (self.head_dim,) or wk.shape != (self.head_dim,):
+            raise Unsupported("q/k norms of this shape")
+        weight = torch.cat([wq.expand(self.num_heads, -1), wk.expand(self.num_kv_heads, -1)])
+        return weight, eps_q
+
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and signed sin for integer positions [B, S] as [B, S, 1, D], from the model's own rotary module."""
+        probe = self.embed.new_empty(1)
+        cos, sin = self.rotary(probe, positions)
+        half = sin.shape[-1] // 2
+        signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+        return cos.unsqueeze(2), signed_sin.unsqueeze(2)
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        cache: list[tuple[torch.Tensor, torch.Tensor]],
+        start: int,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Hidden states (after the final norm) for ids [B, S] written at cache slots start..start+S.
+
+        mask: bool [B, 1, S, start+S], True where a query may attend a key.
+        """
+        batch, length = ids.shape
+        cos, sin = rope
+        end = start + length
+        h = F.embedding(ids, self.embed)
+        nq, nkv, d = self.num_heads, self.num_kv_heads, self.head_dim
+        for layer, (keys, values) in zip(self.layers, cache):
+            x = _rms(h, layer.in_norm)
+            if len(layer.qkv) == 1:
+                qkv = layer.qkv[0](x)
+                qk, v = qkv[..., : (nq + nkv) * d], qkv[..., (nq + nkv) * d :]
+            else:
+                q, k, v = (proj(x) for proj in layer.qkv)
+                qk = torch.cat([q, k], dim=-1)
+            qk = qk.view(batch, length, nq + nkv, d)  # q and k heads side by side: one norm, one rope
+            if layer.qk_norm is not None:
+                qk = _rms(qk, layer.qk_norm)
+            qk = _rope(qk, cos, sin).transpose(1, 2)
+            q, k = qk[:, :nq], qk[:, nq:]
+            keys[:, :, start:end] = k
+            values[:, :, start:end] = v.view(batch, length, nkv, d).transpose(1, 2)
+            attn = F.scaled_dot_product_attention(
+                q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, scale=self.scaling, enable_gqa=nq != nkv
+            )
+            h = h + layer.o(attn.transpose(1, 2).reshape(batch, length, nq * d))
+            x = _rms(h, layer.post_norm)
+            if len(layer.gate_up) == 1:
+                gate, up = layer.gate_up[0](x).chunk(2, dim=-1)
+            else:
+                gate, up = (proj(x) for proj in layer.gate_up)
+            h = h + layer.down(F.silu(gate) * up)
+        return _rms(h, self.final_norm)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden).float()
+
+
+
+def fast_decoder_or_reason(model: Any) -> tuple[FastDecoder | None, str | None]:
+    try:
+        return FastDecoder(model), None
+    except Unsupported as why:
+        return None, str(why)

@@ -1,0 +1,98 @@
+"""`sample`: completions and their log-probs from the functional decoder, as transformers' sampling draws them.
+
+Temperature, top-k and top-p as transformers' warpers apply them; rows stop at EOS, never past max_new_tokens;
+each token's log-prob under the temperature-scaled policy comes back too (what TRL's training forward computes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
+from hello_agents_rl.rollouts.sampling.kv_cache import grow, prefill
+
+KV_RESERVE = 64  # decode slots allocated up front; completions that run longer double it as they go
+
+
+def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float) -> torch.Tensor:
+    """transformers' TopK then TopP logits warpers (same tie and keep-at-least-one rules)."""
+    if top_k and 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=False, dim=-1)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove = cumulative <= 1 - top_p
+        remove[..., -1:] = False
+        logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return logits
+
+
+
+@torch.no_grad()
+def sample(
+    model: Any,
+    prompt_ids: list[list[int]],
+    max_new_tokens: int,
+    eos_token_ids: list[int],
+    pad_token_id: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int | None = None,
+    decoder: FastDecoder | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Sample one completion per prompt (repeat prompts for groups); returns token ids and their logprobs.
+
+    A completion ends with (and includes) its first EOS token, or has exactly max_new_tokens tokens.
+    temperature <= 0 means greedy. Logprobs are log softmax(logits / temperature) of the chosen token,
+    before top-k/top-p, which is what TRL's GRPO forward computes for the same token.
+    """
+    decoder = decoder or FastDecoder(model)
+    device = decoder.embed.device
+    batch = len(prompt_ids)
+    longest = max(len(p) for p in prompt_ids)
+    prompts = torch.full((batch, longest), pad_token_id, dtype=torch.long)
+    prompt_mask = torch.zeros((batch, longest), dtype=torch.long)
+    for row, prompt in enumerate(prompt_ids):  # left padding, like TRL
+        prompts[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        prompt_mask[row, longest - len(prompt) :] = 1
+    cache, hidden, (cos, sin), valid = prefill(
+        decoder, prompts.to(device), prompt_mask.to(device), max_new_tokens, reserve=KV_RESERVE
+    )
+    eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    tokens, logps = [], []
+    for step in range(max_new_tokens):
+        logits = decoder.logits(hidden)
+        if temperature > 0:
+            scaled = logits / temperature
+            probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        else:
+            scaled = logits
+            token = logits.argmax(dim=-1)
+        logp = scaled.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
+        token = token.masked_fill(done, pad_token_id)
+        tokens.append(token)
+        logps.append(logp)
+        done = done | torch.isin(token, eos)
+        if step + 1 == max_new_tokens or bool(done.all()):
+            break
+        slot = longest + step
+        if slot >= cache[0][0].shape[2]:
+            cache = grow(cache, min(longest + max_new_tokens, 2 * cache[0][0].shape[2]))
+        rope = (cos[:, slot : slot + 1], sin[:, slot : slot + 1])
+        hidden = decoder.forward(token[:, None], rope, cache, slot, valid[:, None, None, : slot + 1])[:, -1]
+    token_rows = torch.stack(tokens, dim=1).tolist()
+    logp_rows = torch.stack(logps, dim=1).tolist()
+    eos_set = set(eos_token_ids)
+    completions, logprobs = [], []
+    for row, row_logps in zip(token_rows, logp_rows):
+        end = next((i + 1 for i, t in enumerate(row) if t in eos_set), len(row))
+        completions.append(row[:end])
+        logprobs.append(row_logps[:end])
+    return completions, logprobs
+

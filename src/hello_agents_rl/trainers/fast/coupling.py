@@ -1,0 +1,87 @@
+"""Every TRL/transformers internal the fast trainer depends on, in one place, checked before it is relied on.
+
+Private names change without a deprecation: an override TRL no longer calls would silently never run, an attribute
+read through a default would silently stop meaning what TRL means. So the fast trainer checks these before its
+first step (versions and methods before TRL's `__init__`, attributes right after it) and, on any miss, runs TRL's
+own code for the whole run with the missing name in `fast_path`'s fallbacks and a warning.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+# TRL GRPOTrainer methods FastGRPOTrainer overrides, with the leading parameters its overrides pass on to them
+# (compute_loss is public, but the chunked loss calls it per chunk with these parameters).
+OVERRIDDEN_METHODS = {
+    "_generate_single_turn": (
+        "self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images",
+    ),
+    "_get_per_token_logps_and_entropies": (
+        "self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
+        "compute_aux_loss",
+    ),
+    "compute_loss": ("self", "model", "inputs", "return_outputs", "num_items_in_batch"),
+}
+# Private transformers methods the lean sampler calls to merge generation configs as generate() does
+# (rollouts/sampling/settings.py): (module, class, method).
+CALLED_METHODS = (
+    ("transformers", "GenerationMixin", "_prepare_generation_config"),
+    ("transformers", "GenerationConfig", "_get_default_generation_params"),
+)
+# Attributes TRL's (and transformers') Trainer __init__ sets that the fast trainer reads, and what reads them.
+ATTRIBUTES_READ = {
+    "use_vllm": "sampler: vLLM generates instead",
+    "use_transformers_continuous_batching": "sampler: continuous batching generates instead",
+    "_is_vlm": "sampler: vision-language models keep generate",
+    "generation_config": "sampler: what generate() would sample with (set unless use_vllm)",
+    "max_completion_length": "sampler: max_new_tokens",
+    "eos_token_ids": "sampler: where completions end",
+    "_tokenizer": "sampler: the pad token",
+    "temperature": "scorer: log-probs of the temperature-scaled policy",
+    "loss_type": "loss chunks: how the loss splits over chunks",
+    "aux_loss_enabled": "loss chunks: an MoE aux loss keeps the whole batch",
+    "top_entropy_quantile": "loss chunks: entropy masking keeps the whole batch",
+    "_entropy_bonus_enabled": "loss chunks: an entropy bonus keeps the whole batch",
+    "_metrics": "loss chunks: one logged value per batch, not per chunk",
+    "accelerator": "every part: unwrap, autocast, backward",
+    "is_deepspeed_enabled": "every part: DeepSpeed keeps TRL's code",
+    "is_fsdp_enabled": "every part: FSDP keeps TRL's code",
+}
+# Attributes only set in some configurations: name -> the attribute that says it is not needed.
+NOT_NEEDED_WHEN = {"generation_config": "use_vllm"}
+# The chunked loss backpropagates each chunk itself and hands the Trainer a detached total: that is TRL's
+# gradient only if the loss TRL returns is already divided by the gradient accumulation steps, which
+# transformers' Trainer.training_step takes from this class attribute (True: used as is).
+GA_SCALING_FLAG = "loss_is_scaled_for_ga"
+
+
+def class_blocker(trl_trainer_class: type) -> str | None:
+    """Why the fast trainer must not override TRL's methods here (None: each is there, with its parameters)."""
+    for name, expected in OVERRIDDEN_METHODS.items():
+        method = getattr(trl_trainer_class, name, None)
+        if method is None:
+            return f"TRL has no {trl_trainer_class.__name__}.{name} any more (our override would never run)"
+        if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
+            return f"TRL changed the signature of {trl_trainer_class.__name__}.{name}"
+    for module, owner, name in CALLED_METHODS:
+        if not callable(getattr(getattr(importlib.import_module(module), owner, None), name, None)):
+            return f"{module} has no {owner}.{name} any more (the sampler merges generation configs with it)"
+    return None
+
+
+def instance_blocker(trainer: Any, trl_trainer_class: type) -> str | None:
+    """Why, after TRL's __init__, the fast trainer must leave this trainer to TRL (None: all it reads is there)."""
+    cls = trl_trainer_class.__name__
+    for name, reader in ATTRIBUTES_READ.items():
+        skip_if = NOT_NEEDED_WHEN.get(name)
+        if skip_if and getattr(trainer, skip_if, False):
+            continue
+        if not hasattr(trainer, name):
+            return f"{cls} has no attribute {name} after __init__ (read by the {reader.split(':')[0]}; renamed?)"
+    scaled = getattr(trainer, GA_SCALING_FLAG, None)
+    if scaled is not True:
+        return (f"{cls}.{GA_SCALING_FLAG} is {scaled!r}, not True: the chunked loss relies on TRL's loss being "
+                "scaled for gradient accumulation already")
+    return None
