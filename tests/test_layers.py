@@ -124,3 +124,18 @@ def test_public_entry_points_are_only_re_exports() -> None:
 def test_no_module_over_the_size_limit() -> None:
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_the_design_doc_points_at_files_that_hold_what_it_names() -> None:
+    """docs/design.md's "where to change what": each `NAME` (`path`) pair is a real file that defines NAME."""
+    import re
+
+    doc = (PACKAGE.parents[1] / "docs" / "design.md").read_text(encoding="utf-8")
+    table = doc.split("## Where to change what", 1)[1].split("##", 1)[0]
+    pairs = re.findall(r"`([A-Z_]+)`[^`|]*?\(`([\w/.]+\.py)`", table)
+    assert len(pairs) >= 4, pairs
+    for name, path in pairs:
+        source = (PACKAGE / path).read_text(encoding="utf-8")
+        assert re.search(rf"^{name}\b.*=", source, re.MULTILINE), f"{path} defines no {name}"
+    for path in re.findall(r"`([\w/]+\.py)`", table):
+        assert (PACKAGE / path).is_file(), path
