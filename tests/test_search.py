@@ -112,7 +112,13 @@ def test_shipped_search_configs_are_valid(tmp_path: Path, name: str) -> None:
     (tmp_path / "sft").mkdir()
     params["base"]["model_name"] = str(tmp_path / "sft")  # the SFT model these configs start from is trained first
     params.update(action="search", output_dir=str(tmp_path / "search"))
-    assert parse(params).space
+    cfg = parse(params)
+    assert cfg.space == params["space"] and cfg.n_trials == params["n_trials"]
+    for key, spec in cfg.space.items():  # each end of every dimension makes a trial the train action accepts
+        for value in (spec if isinstance(spec, list) else [spec["low"], spec["high"]]):
+            trial = cfg.trial_config({key: value}, 0)
+            assert getattr(trial, key) == value and trial.model_name == params["base"]["model_name"]
+            assert trial.output_dir == str(tmp_path / "search" / "trial-0000")
 
 
 def test_ranges_become_optuna_suggestions_of_the_key_type(tmp_path: Path) -> None:
