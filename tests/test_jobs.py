@@ -152,12 +152,44 @@ def test_a_run_that_saved_its_result_but_died_before_printing_it_is_not_failed(t
     manager = JobManager(tmp_path / "jobs")
     out = tmp_path / "out"
     _fake_child(manager, "import json, os, pathlib, signal\n"
-                f"out = pathlib.Path({str(out)!r}); out.mkdir()\n"
+                f"out = pathlib.Path({str(out)!r}); out.mkdir(exist_ok=True)\n"
                 "(out / 'results.json').write_text(json.dumps({'status': 'completed', 'num_steps': 4}))\n"
                 "os.kill(os.getpid(), signal.SIGKILL)\n")
     job = manager.start({**TINY_TRAIN, "output_dir": str(out)})
     assert manager.wait(job["job_id"], timeout=30, poll=0.2)["state"] == "completed"
     assert manager.result(job["job_id"]) == {"status": "completed", "num_steps": 4}
+
+
+def test_of_concurrent_starts_on_one_folder_across_servers_exactly_one_is_accepted(tmp_path: Path) -> None:
+    import threading
+
+    out = tmp_path / "out"
+    one, other = JobManager(tmp_path / "jobs-a"), JobManager(tmp_path / "jobs-b")  # two servers, two stores
+    for manager in (one, other):
+        _fake_child(manager, "import time\ntime.sleep(3)\n")
+    barrier = threading.Barrier(3)
+    accepted, refused = [], []
+
+    def start(manager: JobManager) -> None:
+        barrier.wait()
+        try:
+            accepted.append(manager.start({**TINY_TRAIN, "output_dir": str(out)})["job_id"])
+        except ConfigError as error:
+            refused.append(str(error))
+
+    threads = [threading.Thread(target=start, args=(m,)) for m in (one, one, other)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(accepted) == 1 and len(refused) == 2, (accepted, refused)
+    assert all(f"job {accepted[0]} is already writing to {out}" in message for message in refused), refused
+    winner = one if accepted[0] in [j["job_id"] for j in one.list()] else other
+    loser = other if winner is one else one
+    with pytest.raises(ConfigError, match=f"job {accepted[0]} is already writing"):  # held for the job's life
+        loser.start({**TINY_TRAIN, "output_dir": str(out)})
+    winner.wait(accepted[0], timeout=30, poll=0.2)
+    assert loser.start({**TINY_TRAIN, "output_dir": str(out)})["state"] in ("running", "failed")  # free again
 
 
 def test_a_reused_pid_is_not_mistaken_for_the_job(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from the console text (shown as the latest line, nothing more).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -31,6 +32,7 @@ from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
 
 FINAL = ("completed", "interrupted", "failed", "cancelled")
 STORE = "jobs.db"
+LOCK = ".hello-agents-rl.lock"  # in each job's output_dir: held by the job's process while it lives
 LAST_VALUES = ("reward", "loss", "kl")  # the latest of each, as the book's console line shows them
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
@@ -85,22 +87,23 @@ class JobManager:
             plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
         output_dir = str(Path(cfg.output_dir).expanduser().resolve())
         self._create_store()
-        busy = [r["id"] for r in self._rows() if r["output_dir"] == output_dir and self._refresh(r)["state"] not in FINAL]
-        if busy:
-            raise ConfigError(f"`output_dir`: job {busy[0]} is already writing to {output_dir}; "
-                              "wait for it, cancel it, or choose another output_dir")
         job_id = f"{action}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        folder = self.folder / job_id
-        folder.mkdir()
-        config = folder / "config.json"
-        config.write_text(json.dumps({**params, "action": action}, indent=2), encoding="utf-8")
-        created = time.time()  # before the child exists: whatever it writes is newer than this
-        with (folder / "console.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
-            child = subprocess.Popen(
-                self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # the server's own Ctrl-C must not reach the jobs; cancel is explicit
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},  # console lines reach the log as they happen
-            )
+        claim = _claim(Path(output_dir), job_id)  # before anything else: of concurrent starts, one gets here
+        try:
+            folder = self.folder / job_id
+            folder.mkdir()
+            config = folder / "config.json"
+            config.write_text(json.dumps({**params, "action": action}, indent=2), encoding="utf-8")
+            created = time.time()  # before the child exists: whatever it writes is newer than this
+            with (folder / "console.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
+                child = subprocess.Popen(
+                    self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # the server's own Ctrl-C must not reach the jobs; cancel is explicit
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},  # console lines reach the log as they happen
+                    pass_fds=(claim,),  # the child holds the claim for its whole life, this server or not
+                )
+        finally:
+            os.close(claim)
         self._children[job_id] = child
         with self._db() as db:
             db.execute("INSERT INTO jobs (id, action, params, output_dir, folder, pid, started, created, state) "
@@ -238,6 +241,23 @@ class JobManager:
             gained, spent = done - float(first), now - float(when)
             rate = gained / spent if gained > 0 and spent > 0 else done / max(now - row["created"], 1e-6)
         return round(max(1.0 - done, 0.0) / rate, 1) if rate > 0 else None
+
+
+def _claim(output_dir: Path, job_id: str) -> int:
+    """An exclusive lock on output_dir's lock file (flock: atomic, released when its last holder exits), or a
+    ConfigError naming the job that holds it, whichever server or CLI started that job."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(output_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 256).decode("utf-8", "replace").strip() or "another job"
+        os.close(fd)
+        raise ConfigError(f"`output_dir`: job {holder} is already writing to {output_dir}; "
+                          "wait for it, cancel it, or choose another output_dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, job_id.encode())
+    return fd
 
 
 def _create_time(pid: int) -> float | None:
