@@ -192,6 +192,25 @@ def test_of_concurrent_starts_on_one_folder_across_servers_exactly_one_is_accept
     assert loser.start({**TINY_TRAIN, "output_dir": str(out)})["state"] in ("running", "failed")  # free again
 
 
+def test_a_search_jobs_progress_and_eta_cover_the_whole_study(tmp_path: Path) -> None:
+    out = tmp_path / "search"
+    manager = JobManager(tmp_path / "jobs")
+    _fake_child(manager, "import time\n" + _log_step(out / "trial-0000", {"step": 4, "reward": 0.5})
+                + "time.sleep(0.05)\n" + _log_step(out / "trial-0001", {"step": 1, "reward": 0.25}) + "time.sleep(60)\n")
+    job = manager.start({"action": "search", "output_dir": str(out), "n_trials": 4, "base": {"max_steps": 4},
+                         "space": {"learning_rate": {"low": 1e-5, "high": 1e-3}}})
+    try:
+        deadline = time.monotonic() + 20
+        while (status := manager.status(job["job_id"]))["step"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # the trial in progress: step 1 of 4; the study: one trial of four done and a quarter of the next
+        assert (status["step"], status["total"], status["reward"]) == (1, 4, 0.25)
+        assert status["fraction"] == pytest.approx((1 + 1 / 4) / 4)
+        assert status["eta_s"] > status["elapsed_s"]  # most of the study is still ahead, not 3/4 of one trial
+    finally:
+        manager.cancel(job["job_id"])
+
+
 def test_a_reused_pid_is_not_mistaken_for_the_job(tmp_path: Path) -> None:
     manager = JobManager(tmp_path / "jobs", create=True)
     folder = tmp_path / "jobs" / "train-x"

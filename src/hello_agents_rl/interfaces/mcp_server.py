@@ -1,11 +1,12 @@
 """`hello-agents-rl mcp`: the actions and the job calls over the Model Context Protocol (the official `mcp` SDK).
 
-Tools: one per action, with the JSON Schema of hello_agents_rl.interfaces.schema; the actions the action table marks as
-jobs (`train`, `pipeline`, `search`) start background jobs (hello_agents_rl.workflows.jobs) and return a job id at once; `job_status`, `job_cancel`, `job_result`
-and `job_list` follow them. An agent is not the person who started the server, so every path it names must lie
-under a `--root` folder, and code from elsewhere (trust_remote_code, import strings for tools or environments)
-is refused unless the server was started with `--trust-remote-code`. A bad argument comes back as a tool error
-naming the key; nothing a call does can stop the server.
+Tools: one per action, with the JSON Schema of hello_agents_rl.interfaces.schema; the actions the action table marks
+as jobs (`train`, `pipeline`, `search`) start background jobs (hello_agents_rl.workflows.jobs) and return a job id
+at once; `job_status`, `job_cancel`, `job_result` and `job_list` follow them. An agent is not the person who
+started the server, so every path it names must lie under a `--root` folder, and code from elsewhere
+(trust_remote_code, import strings for tools or environments) is refused unless the server was started with
+`--trust-remote-code`. A bad argument comes back as a tool error naming the key; nothing a call does can stop
+the server.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ _JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "descri
            "required": ["job_id"], "additionalProperties": False}
 JOB_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "job_status": ("A job's state (running, cancelling, completed, interrupted, failed, cancelled), step/total, "
-                   "the latest reward/loss/KL, the training doctor's findings, the latest console line and an ETA in seconds.", _JOB_ID),
+                   "the latest reward/loss/KL, the training doctor's findings, the share of the job done "
+                   "(fraction), the latest console line and an ETA in seconds.", _JOB_ID),
     "job_cancel": ("Stop a job as Ctrl-C does: it saves a checkpoint after the current step and ends 'interrupted' "
                    "(resume later with resume_from_checkpoint: true).", _JOB_ID),
     "job_result": ("The final result dict of a finished job (an error while it still runs).", _JOB_ID),

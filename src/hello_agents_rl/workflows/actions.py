@@ -55,7 +55,8 @@ ACTIONS: dict[str, Action] = {
     "export": Action(ExportConfig, "hello_agents_rl.workflows.export:run"),
     "load_dataset": Action(LoadDatasetConfig, "hello_agents_rl.data:describe"),
     "create_reward": Action(CreateRewardConfig, "hello_agents_rl.rewards:score_completions"),
-    "search": Action(SearchConfig, "hello_agents_rl.workflows.search:run", JobFiles("results.json", "trial-*/metrics.jsonl")),
+    "search": Action(SearchConfig, "hello_agents_rl.workflows.search:run",
+                     JobFiles("results.json", "trial-*/metrics.jsonl")),
 }
 JOB_ACTIONS = tuple(name for name, action in ACTIONS.items() if action.job is not None)
 
