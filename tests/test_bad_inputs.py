@@ -79,14 +79,26 @@ def test_model_folders_without_config_or_tokenizer(tiny_model: str, tmp_path: Pa
 
 
 def test_unreachable_hub_id_fails_fast_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
     import time
 
-    monkeypatch.delenv("HF_HUB_OFFLINE")  # as a user would run it: no hint that we are offline
+    from hello_agents_rl import models
 
-    started = time.time()
-    with pytest.raises(ConfigError, match="Qwen/Qwen3-0.6B-typo.*local folder"):
-        _train(tmp_path, model_name="Qwen/Qwen3-0.6B-typo", dataset="arithmetic")
-    assert time.time() - started < 30
+    monkeypatch.delenv("HF_HUB_OFFLINE")  # as a user would run it: no hint that we are offline
+    with socket.socket() as closed:  # a hub endpoint on this machine that nothing listens on: the probe is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    models._hub_reachable.cache_clear()
+    try:
+        started = time.time()
+        with pytest.raises(ConfigError, match="`model_name`: could not load .* the hub id 'Qwen/Qwen3-0.6B-typo'.*"
+                                              "download the model once and point model_name at its local folder"):
+            _train(tmp_path, model_name="Qwen/Qwen3-0.6B-typo", dataset="arithmetic")
+        assert time.time() - started < 30
+        assert models._hub_reachable() is False  # judged by the probe, not by an offline setting
+    finally:
+        models._hub_reachable.cache_clear()  # the next test probes its own endpoint
     _assert_no_output(tmp_path)
 
 

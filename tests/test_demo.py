@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from hello_agents_rl.data.arithmetic import make_dataset
+from hello_agents_rl.workflows.demo import QUICK, split_by_carry
 from hello_agents_rl.workflows.demo import QUICK_TEST_MARGIN as MARGIN  # why 15 points: see its comment
 
 
@@ -24,11 +26,20 @@ def test_results_json(demo: tuple[Path, dict]) -> None:
     out, returned = demo
     results = json.loads((out / "results.json").read_text())
     assert results == json.loads(json.dumps(returned))  # what run_demo returns is what it wrote
-    assert isinstance(results["wall_time_s"], (int, float)) and results["wall_time_s"] > 0
-    for run in ("sft", "grpo"):
-        for key in ("accuracy", "accuracy_carry", "accuracy_no_carry"):
-            assert isinstance(results[run][key], float) and 0.0 <= results[run][key] <= 1.0, (run, key)
-        assert Path(results[run]["model_path"]).name == "model"
+    # the total covers every stage (each lap is rounded to 0.1 s)
+    assert list(results["seconds"]) == ["build", "sft", "grpo", "evaluate", "report"]
+    assert results["wall_time_s"] >= sum(results["seconds"].values()) - 0.05 * len(results["seconds"])
+    held_out = {name: len(rows) for name, rows in split_by_carry(make_dataset("test")).items()}
+    assert sum(held_out.values()) == 250 and held_out["carry"] > 0 and held_out["no_carry"] > 0
+    for run, steps in (("sft", QUICK.sft_steps), ("grpo", QUICK.grpo_steps)):
+        scores = results[run]
+        assert scores["num_steps"] == steps and Path(scores["model_path"]) == out / run / "model"
+        # a share of the held-out questions of each subset, and the whole is its two parts by their sizes
+        for subset, n in held_out.items():
+            right = scores[f"accuracy_{subset}"] * n
+            assert right == pytest.approx(round(right)), (run, subset)
+        parts = sum(scores[f"accuracy_{subset}"] * n for subset, n in held_out.items()) / 250
+        assert scores["accuracy"] == pytest.approx(parts), run
 
 
 @pytest.mark.slow

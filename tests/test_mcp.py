@@ -72,7 +72,13 @@ def test_an_agent_lists_tools_trains_polls_and_reads_the_result(tiny_model: str,
     anyio.run(_drive, [tmp_path, Path(tiny_model).parent], tmp_path / "jobs", calls)
     assert seen["result"]["status"] == "completed" and seen["result"]["num_steps"] == 2
     assert Path(seen["result"]["model_path"]).is_dir() and str(out) in seen["result"]["model_path"]
-    assert 0.0 <= seen["answer"]["accuracy"] <= 1.0  # a quick action runs in place and returns its dict
+    # a quick action runs in place and returns the action's own dict: the same numbers as calling it here
+    from hello_agents_rl.workflows.actions import run as run_action
+
+    here = run_action({"action": "evaluate", "model_path": seen["result"]["model_path"], "dataset": "arithmetic",
+                       "max_samples": 4, "max_new_tokens": 8})
+    same = ("status", "model_path", "num_questions", "accuracy", "format_rate", "mean_tokens", "truncation_rate")
+    assert {k: seen["answer"][k] for k in same} == {k: here[k] for k in same} and here["num_questions"] == 4
 
 
 def test_the_server_refuses_paths_outside_its_roots_and_foreign_code(tmp_path: Path) -> None:

@@ -18,8 +18,29 @@ def test_readme_parameter_tables_match_the_config() -> None:
     assert read_block("params") == markdown_tables(), "run: .venv/bin/python benchmarks/update_readme.py"
 
 
+def _make_recipe(target: str) -> list[str]:
+    """The commands of one Makefile target (its tab-indented lines)."""
+    lines = (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"{re.escape(target)}:", line))
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
+
+
 def test_readme_test_command_is_what_ci_runs() -> None:
-    assert "make test" in README and "make test" in (ROOT / ".ci" / "run").read_text()
+    promised = re.search(r"^make (\S+)\s+#.*what CI runs", README, re.M)
+    assert promised, "the README's quick start names the test command CI runs"
+    ci = [line.split() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert ci == [["make", promised[1]]], ci  # CI runs exactly that target, nothing else
+    pytest_lines = [line for line in _make_recipe(promised[1]) if "pytest" in line]
+    # "every test, the slow ones included": pytest over tests/ with no marker deselecting any
+    assert len(pytest_lines) == 1, pytest_lines
+    options = pytest_lines[0].split("pytest", 1)[1].split()
+    assert options[-1] == "tests" and "-m" not in options and "-k" not in options, pytest_lines[0]
 
 
 def _rendered(script: str, record: str) -> str:

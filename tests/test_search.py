@@ -112,7 +112,13 @@ def test_shipped_search_configs_are_valid(tmp_path: Path, name: str) -> None:
     (tmp_path / "sft").mkdir()
     params["base"]["model_name"] = str(tmp_path / "sft")  # the SFT model these configs start from is trained first
     params.update(action="search", output_dir=str(tmp_path / "search"))
-    assert parse(params).space
+    cfg = parse(params)
+    assert cfg.space == params["space"] and cfg.n_trials == params["n_trials"]
+    for key, spec in cfg.space.items():  # each end of every dimension makes a trial the train action accepts
+        for value in (spec if isinstance(spec, list) else [spec["low"], spec["high"]]):
+            trial = cfg.trial_config({key: value}, 0)
+            assert getattr(trial, key) == value and trial.model_name == params["base"]["model_name"]
+            assert trial.output_dir == str(tmp_path / "search" / "trial-0000")
 
 
 def test_ranges_become_optuna_suggestions_of_the_key_type(tmp_path: Path) -> None:
@@ -272,6 +278,27 @@ def _search_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "hello_agents_rl.interfaces.cli", "search", "--config", str(config)]
 
 
+def _gated_search_command(config: Path, gate: Path) -> list[str]:
+    """The search CLI whose trials start only once two workers are each inside one (a file per worker in `gate`),
+    so two workers overlap however fast the first would otherwise finish the study alone."""
+    hold = (
+        "import os, pathlib, sys, time\n"
+        "from hello_agents_rl.workflows import search\n"
+        "from hello_agents_rl.interfaces.cli import main\n"
+        f"gate = pathlib.Path({str(gate)!r})\n"
+        "trial = search.Objective.__call__\n"
+        "def gated(self, optuna_trial):\n"
+        "    (gate / str(os.getpid())).touch()\n"
+        "    deadline = time.monotonic() + 300  # then go on: the test fails on its assertion, it does not hang\n"
+        "    while len(list(gate.iterdir())) < 2 and time.monotonic() < deadline:\n"
+        "        time.sleep(0.1)\n"
+        "    return trial(self, optuna_trial)\n"
+        "search.Objective.__call__ = gated\n"
+        "main(sys.argv[1:])\n"
+    )
+    return [sys.executable, "-c", hold, "search", "--config", str(config)]
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -328,9 +355,12 @@ def test_two_workers_share_one_study_without_running_a_trial_twice(tmp_path: Pat
     params = search_params(out, tiny_model, n_trials=4, seed=None, space={"learning_rate": {"low": 1e-6, "high": 1e-3}},
                            enqueue=[{"learning_rate": rate} for rate in rates])
     config.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "action"}))
-    first = subprocess.Popen(_search_command(config), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    gate = tmp_path / "in-a-trial"  # each worker's first trial waits here until the other worker is in one too
+    gate.mkdir()
+    first = subprocess.Popen(_gated_search_command(config, gate), env=_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     _wait_for(lambda: len(_states(out)) >= 4 or first.poll() is not None, 300, "the first worker to queue the trials")
-    second = subprocess.run(_search_command(config), env=_env(), capture_output=True, text=True, timeout=600)
+    second = subprocess.run(_gated_search_command(config, gate), env=_env(), capture_output=True, text=True, timeout=600)
     assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]
 

@@ -1,11 +1,12 @@
 """`hello-agents-rl mcp`: the actions and the job calls over the Model Context Protocol (the official `mcp` SDK).
 
-Tools: one per action, with the JSON Schema of hello_agents_rl.interfaces.schema; `train`, `pipeline` and `search` start
-background jobs (hello_agents_rl.workflows.jobs) and return a job id at once; `job_status`, `job_cancel`, `job_result`
-and `job_list` follow them. An agent is not the person who started the server, so every path it names must lie
-under a `--root` folder, and code from elsewhere (trust_remote_code, import strings for tools or environments)
-is refused unless the server was started with `--trust-remote-code`. A bad argument comes back as a tool error
-naming the key; nothing a call does can stop the server.
+Tools: one per action, with the JSON Schema of hello_agents_rl.interfaces.schema; the actions the action table marks
+as jobs (`train`, `pipeline`, `search`) start background jobs (hello_agents_rl.workflows.jobs) and return a job id
+at once; `job_status`, `job_cancel`, `job_result` and `job_list` follow them. An agent is not the person who
+started the server, so every path it names must lie under a `--root` folder, and code from elsewhere
+(trust_remote_code, import strings for tools or environments) is refused unless the server was started with
+`--trust-remote-code`. A bad argument comes back as a tool error naming the key; nothing a call does can stop
+the server.
 """
 
 from __future__ import annotations
@@ -20,18 +21,19 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from hello_agents_rl.workflows import actions
-from hello_agents_rl.workflows.actions import ACTIONS
+from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
 from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
 from hello_agents_rl.paths import looks_like_local_path
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.workflows.jobs import JOB_ACTIONS, JobManager
+from hello_agents_rl.workflows.jobs import JobManager
 from hello_agents_rl.interfaces.schema import json_schema
 
 _JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "description": "The id a job-starting tool returned."}},
            "required": ["job_id"], "additionalProperties": False}
 JOB_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "job_status": ("A job's state (running, cancelling, completed, interrupted, failed, cancelled), step/total, "
-                   "the latest console line, the training doctor's findings and an ETA in seconds.", _JOB_ID),
+                   "the latest reward/loss/KL, the training doctor's findings, the share of the job done "
+                   "(fraction), the latest console line and an ETA in seconds.", _JOB_ID),
     "job_cancel": ("Stop a job as Ctrl-C does: it saves a checkpoint after the current step and ends 'interrupted' "
                    "(resume later with resume_from_checkpoint: true).", _JOB_ID),
     "job_result": ("The final result dict of a finished job (an error while it still runs).", _JOB_ID),
@@ -104,7 +106,7 @@ class RLServer:
     def __init__(self, roots: list[str | Path], jobs_dir: str | Path | None = None,
                  trust_remote_code: bool = False) -> None:
         self.guard = Guard(roots, trust_remote_code)
-        self.jobs = JobManager(jobs_dir or self.guard.roots[0] / ".jobs")
+        self.jobs = JobManager(jobs_dir or self.guard.roots[0] / ".jobs", create=True)
         self.server = Server("hello-agents-rl", version=_version(), instructions=__doc__,
                              on_list_tools=self._list_tools, on_call_tool=self._call_tool,
                              get_tool_input_schema=self._input_schema)

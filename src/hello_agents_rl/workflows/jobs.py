@@ -1,16 +1,18 @@
-"""Background jobs: `train`, `pipeline` and `search` as child processes, their records in SQLite.
+"""Background jobs: the actions the action table marks as jobs, as child processes, their records in SQLite.
 
 A job is `python -m hello_agents_rl <action> --config <job folder>/config.json`, so it is exactly what a
 person would run, and cancelling it is the CLI's own Ctrl-C path (SIGINT: checkpoint, results.json with
 status "interrupted"). The store keeps the child's pid and process start time: a server restarted later
 still knows every job, and a job whose process is gone without a result is failed, never running forever.
+Progress comes from the runs' metrics.jsonl and the result from the file the action table names, never
+from the console text (shown as the latest line, nothing more).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import re
 import secrets
 import signal
 import sqlite3
@@ -23,13 +25,15 @@ from typing import Any, Iterator
 
 import psutil
 
-from hello_agents_rl.workflows import actions
+from hello_agents_rl.config import SearchConfig, TrainConfig
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
 
-JOB_ACTIONS = ("train", "pipeline", "search")
 FINAL = ("completed", "interrupted", "failed", "cancelled")
 STORE = "jobs.db"
-_STEP = re.compile(r"Step (\d+)/(\d+)")
+LOCK = ".hello-agents-rl.lock"  # in each job's output_dir: held by the job's process while it lives
+LAST_VALUES = ("reward", "loss", "kl")  # the latest of each, as the book's console line shows them
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, action TEXT NOT NULL, params TEXT NOT NULL, output_dir TEXT, folder TEXT NOT NULL,
@@ -38,12 +42,20 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
 
 
 class JobManager:
-    """Start, watch, cancel and collect background jobs; every record lives in `<folder>/jobs.db`."""
+    """Start, watch, cancel and collect background jobs; every record lives in `<folder>/jobs.db`.
 
-    def __init__(self, folder: str | Path) -> None:
+    Only starting a job creates the folder: reading a store that does not exist (a mistyped --jobs-dir)
+    finds no jobs and writes nothing.
+    """
+
+    def __init__(self, folder: str | Path, create: bool = False) -> None:
         self.folder = Path(folder).expanduser().resolve()
-        self.folder.mkdir(parents=True, exist_ok=True)
         self._children: dict[str, subprocess.Popen] = {}  # ours to reap; a restarted server has none
+        if create or (self.folder / STORE).is_file():
+            self._create_store()
+
+    def _create_store(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
         with self._db() as db:
             db.execute("PRAGMA journal_mode=WAL")  # the server writes while a CLI or a second server reads
             db.execute(_SCHEMA)
@@ -74,22 +86,24 @@ class JobManager:
 
             plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
         output_dir = str(Path(cfg.output_dir).expanduser().resolve())
-        busy = [r["id"] for r in self._rows() if r["output_dir"] == output_dir and self._refresh(r)["state"] not in FINAL]
-        if busy:
-            raise ConfigError(f"`output_dir`: job {busy[0]} is already writing to {output_dir}; "
-                              "wait for it, cancel it, or choose another output_dir")
+        self._create_store()
         job_id = f"{action}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        folder = self.folder / job_id
-        folder.mkdir()
-        config = folder / "config.json"
-        config.write_text(json.dumps({**params, "action": action}, indent=2), encoding="utf-8")
-        created = time.time()  # before the child exists: whatever it writes is newer than this
-        with (folder / "console.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
-            child = subprocess.Popen(
-                self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # the server's own Ctrl-C must not reach the jobs; cancel is explicit
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},  # console lines reach the log as they happen
-            )
+        claim = _claim(Path(output_dir), job_id)  # before anything else: of concurrent starts, one gets here
+        try:
+            folder = self.folder / job_id
+            folder.mkdir()
+            config = folder / "config.json"
+            config.write_text(json.dumps({**params, "action": action}, indent=2), encoding="utf-8")
+            created = time.time()  # before the child exists: whatever it writes is newer than this
+            with (folder / "console.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
+                child = subprocess.Popen(
+                    self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # the server's own Ctrl-C must not reach the jobs; cancel is explicit
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},  # console lines reach the log as they happen
+                    pass_fds=(claim,),  # the child holds the claim for its whole life, this server or not
+                )
+        finally:
+            os.close(claim)
         self._children[job_id] = child
         with self._db() as db:
             db.execute("INSERT INTO jobs (id, action, params, output_dir, folder, pid, started, created, state) "
@@ -99,27 +113,30 @@ class JobManager:
         return self.status(job_id)
 
     def status(self, job_id: str) -> dict[str, Any]:
-        """State, step/total, the latest console line, the doctor's findings and an ETA."""
+        """State, step/total and the latest reward/loss/KL, the doctor's findings, the latest console line, an ETA."""
         return self._refresh(self._row(job_id))
 
     def list(self) -> list[dict[str, Any]]:
         return [self._refresh(row) for row in self._rows()]
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        """SIGINT, as Ctrl-C: the run saves a checkpoint after this step and ends "interrupted"."""
+        """SIGINT, as Ctrl-C: the run saves a checkpoint after this step and ends "interrupted".
+
+        Once only: a second SIGINT means "exit at once" to the run, so a repeated cancel changes nothing.
+        """
         row = self._row(job_id)
-        if self._alive(row):
+        if not row["cancel_requested"] and self._alive(row):
             os.kill(row["pid"], signal.SIGINT)
             with self._db() as db:
                 db.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
         return self.status(job_id)
 
     def result(self, job_id: str) -> dict[str, Any]:
-        """The final result dict, as the CLI printed it; an error while the job still runs."""
+        """The final result dict, as the action wrote it; an error while the job still runs."""
         status = self.status(job_id)
         if status["state"] not in FINAL:
-            where = f" (step {status['step']}/{status['total']})" if status.get("total") else ""
-            raise ConfigError(f"`job_id`: job {job_id} is still {status['state']}{where}; poll its status until it ends")
+            raise ConfigError(f"`job_id`: job {job_id} is still {status['state']}{_at_step(status, ' (step {})')}; "
+                              "poll its status until it ends")
         stored = self._row(job_id)["result"]
         if stored:
             return json.loads(stored)
@@ -139,12 +156,16 @@ class JobManager:
         return [sys.executable, "-m", "hello_agents_rl", action.replace("_", "-"), "--config", str(config)]
 
     def _rows(self) -> list[sqlite3.Row]:
+        if not (self.folder / STORE).is_file():
+            return []
         with self._db() as db:
             return db.execute("SELECT * FROM jobs ORDER BY created").fetchall()
 
     def _row(self, job_id: str) -> sqlite3.Row:
-        with self._db() as db:
-            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        row = None
+        if (self.folder / STORE).is_file():
+            with self._db() as db:
+                row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             known = [r["id"] for r in self._rows()][-5:]
             raise ConfigError(f"`job_id`: no job {job_id!r} in {self.folder}" + (f" (latest: {', '.join(known)})" if known else ""))
@@ -164,10 +185,11 @@ class JobManager:
 
     def _refresh(self, row: sqlite3.Row) -> dict[str, Any]:
         folder = Path(row["folder"])
-        progress = _progress(folder / "console.log")
+        progress = _progress(row)
         state = row["state"]
         info: dict[str, Any] = {"job_id": row["id"], "action": row["action"], "output_dir": row["output_dir"],
-                                "console": str(folder / "console.log"), "pid": row["pid"], **progress}
+                                "console": str(folder / "console.log"), "pid": row["pid"],
+                                "line": _last_console_line(folder / "console.log"), **progress}
         if state not in FINAL:
             if self._alive(row):
                 state = "cancelling" if row["cancel_requested"] else "running"
@@ -185,9 +207,9 @@ class JobManager:
         return info
 
     def _finish(self, row: sqlite3.Row, progress: dict[str, Any]) -> str:
-        """The process is gone: its printed result decides; no result means it failed (or was cancelled early)."""
+        """The process is gone: its result file decides; no result means it failed (or was cancelled early)."""
         child = self._children.pop(row["id"], None)
-        result = _printed_result(Path(row["folder"]) / "console.log") or _saved_result(row)
+        result = _saved_result(row)
         error = None
         if result is not None:
             state = {"completed": "completed", "interrupted": "interrupted", "failed": "failed"}.get(
@@ -197,9 +219,7 @@ class JobManager:
             state, error = "cancelled", "cancelled before training started; nothing to checkpoint"
         else:  # a crash stays a crash, even one after a cancel
             state = "failed"
-            last = f" after step {progress['step']}/{progress['total']}" if progress.get("total") else " before its first step"
-            tail = _tail(Path(row["folder"]) / "stderr.log", 6)
-            error = f"the process ended without a result{last}" + (f":\n{tail}" if tail else " (killed?)")
+            error = _crash(child, progress, Path(row["folder"]) / "stderr.log")
         with self._db() as db:
             db.execute("UPDATE jobs SET state = ?, finished = ?, result = ?, error = ? WHERE id = ? AND state = ?",
                        (state, time.time(), json.dumps(result) if result is not None else None, error,
@@ -207,20 +227,37 @@ class JobManager:
         return state
 
     def _eta(self, row: sqlite3.Row, progress: dict[str, Any]) -> float | None:
-        """Seconds left at the rate seen since the first step this store observed (model loading excluded)."""
-        step, total = progress.get("step"), progress.get("total")
-        if not step or not total:
+        """Seconds left at the rate seen since the first progress this store observed (model loading excluded)."""
+        done = progress["fraction"]
+        if not done:
             return None
         now = time.time()
         if not row["mark"]:
             with self._db() as db:
-                db.execute("UPDATE jobs SET mark = ? WHERE id = ?", (f"{step}@{now}", row["id"]))
-            rate = step / max(now - row["created"], 1e-6)  # first look: loading counted, a pessimistic guess
+                db.execute("UPDATE jobs SET mark = ? WHERE id = ?", (f"{done}@{now}", row["id"]))
+            rate = done / max(now - row["created"], 1e-6)  # first look: loading counted, a pessimistic guess
         else:
             first, _, when = row["mark"].partition("@")
-            done, spent = step - int(first), now - float(when)
-            rate = done / spent if done > 0 and spent > 0 else step / max(now - row["created"], 1e-6)
-        return round(max(total - step, 0) / rate, 1) if rate > 0 else None
+            gained, spent = done - float(first), now - float(when)
+            rate = gained / spent if gained > 0 and spent > 0 else done / max(now - row["created"], 1e-6)
+        return round(max(1.0 - done, 0.0) / rate, 1) if rate > 0 else None
+
+
+def _claim(output_dir: Path, job_id: str) -> int:
+    """An exclusive lock on output_dir's lock file (flock: atomic, released when its last holder exits), or a
+    ConfigError naming the job that holds it, whichever server or CLI started that job."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(output_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 256).decode("utf-8", "replace").strip() or "another job"
+        os.close(fd)
+        raise ConfigError(f"`output_dir`: job {holder} is already writing to {output_dir}; "
+                          "wait for it, cancel it, or choose another output_dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, job_id.encode())
+    return fd
 
 
 def _create_time(pid: int) -> float | None:
@@ -242,61 +279,97 @@ def _require_json(params: Any) -> None:
                               "form (a dataset file or name, a reward name, an import string 'pkg.module:name')") from None
 
 
-def _lines(path: Path, limit: int = 1 << 20) -> list[str]:
-    if not path.is_file():
-        return []
-    with path.open("rb") as handle:
-        size = handle.seek(0, 2)
-        handle.seek(max(0, size - limit))
-        text = handle.read().decode("utf-8", "replace")
-    return [part.strip() for line in text.splitlines() for part in line.split("\r") if part.strip()]
+# -- what the job's runs wrote ----------------------------------------------------------------------------
 
 
-def _console_part(lines: list[str]) -> list[str]:
-    """The console lines before the CLI's final JSON (printed with indent=2: its first line is a lone "{")."""
-    start = max((i for i, line in enumerate(lines) if line == "{"), default=None)
-    return lines[:start] if start is not None and lines[-1] == "}" else lines
-
-
-def _progress(console: Path) -> dict[str, Any]:
-    lines = _console_part(_lines(console))
-    progress: dict[str, Any] = {"step": 0, "total": None, "line": lines[-1] if lines else "", "diagnostics": []}
-    for line in lines:
-        if match := _STEP.search(line):
-            progress["step"], progress["total"] = int(match[1]), int(match[2])
-        if line.startswith("[doctor] ") and line[9:] not in progress["diagnostics"]:
-            progress["diagnostics"].append(line[9:])
+def _progress(row: sqlite3.Row) -> dict[str, Any]:
+    """From the newest of the job's metrics.jsonl (the run in progress): step, planned total, latest values;
+    the doctor's findings from all of them; and the share of the whole job done (a pipeline's two stages, a
+    search's n_trials). Files older than the job belong to an earlier run."""
+    pattern = ACTIONS[row["action"]].job.metrics
+    runs = sorted((p for p in Path(row["output_dir"] or "").glob(pattern) if _mtime(p) >= row["created"]), key=_mtime)
+    entries = [_entries(path) for path in runs]
+    current = [e for e in (entries[-1] if entries else []) if "train_runtime" not in e and not _is_eval(e)]
+    last = current[-1] if current else {}
+    max_steps, num_epochs, planned_runs = _planned(row["action"], json.loads(row["params"]))
+    progress: dict[str, Any] = {"step": int(last.get("step", 0)), "total": max_steps,
+                                **{key: last[key] for key in LAST_VALUES if key in last}, "diagnostics": []}
+    for entry in (e for run in entries for e in run):
+        progress["diagnostics"] += [d for d in entry.get("diagnostics", []) if d not in progress["diagnostics"]]
+    epoch = last.get("epoch")
+    if max_steps:
+        run_done = min(progress["step"] / max_steps, 1.0)
+    else:  # trained by epochs: the logged epoch says how far
+        run_done = min(epoch / num_epochs, 1.0) if isinstance(epoch, (int, float)) else 0.0
+    finished_runs = max(len(runs) - 1, 0)  # every run before the newest one has ended
+    progress["fraction"] = round(min((finished_runs + run_done) / planned_runs, 1.0), 4)
     return progress
 
 
-def _printed_result(console: Path) -> dict[str, Any] | None:
-    lines = _lines(console)
-    if not lines or lines[-1] != "}":
-        return None
-    raw = console.read_text(encoding="utf-8", errors="replace").splitlines()
-    start = max((i for i, line in enumerate(raw) if line == "{"), default=None)
-    if start is None:
-        return None
+def _planned(action: str, params: dict[str, Any]) -> tuple[int | None, float, int]:
+    """Each run's max_steps (None when it trains by epochs) and num_epochs as the job was given them, and how
+    many training runs the job makes (a search's every worker counts towards its n_trials)."""
+    run = params.get("base", {}) if action == "search" else params
+    max_steps = run.get("max_steps", -1)
+    num_epochs = run.get("num_epochs", TrainConfig.model_fields["num_epochs"].default)
+    trials = params.get("n_trials", SearchConfig.model_fields["n_trials"].default)
+    runs = {"pipeline": 2, "search": trials}.get(action, 1)
+    return (max_steps if isinstance(max_steps, int) and max_steps > 0 else None), float(num_epochs), int(runs)
+
+
+def _mtime(path: Path) -> float:
     try:
-        result = json.loads("\n".join(raw[start:]))  # NaN/Infinity as Python reads them
-    except json.JSONDecodeError:
-        return None
-    return result if isinstance(result, dict) else None
+        return path.stat().st_mtime
+    except OSError:  # removed as we looked (an overwrite_output_dir run clears the old files)
+        return 0.0
 
 
-# What each action writes atomically into output_dir when it ends: the result if the process died before printing it.
-_SAVED = {"train": "results.json", "pipeline": "training_results.json"}
+def _entries(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # the line being written as we read
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def _is_eval(entry: dict[str, Any]) -> bool:
+    return any(key.startswith("eval_") for key in entry)
 
 
 def _saved_result(row: sqlite3.Row) -> dict[str, Any] | None:
-    file = Path(row["output_dir"] or "") / _SAVED.get(row["action"], "")
-    if row["action"] not in _SAVED or not file.is_file() or file.stat().st_mtime < row["created"]:
-        return None  # an older run's file in the same folder is not this job's result
+    """The result file the action table names, if this job wrote it (an older run's file is not its result)."""
+    file = Path(row["output_dir"] or "") / ACTIONS[row["action"]].job.result
+    if not file.is_file() or file.stat().st_mtime < row["created"]:
+        return None
     try:
         result = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return result if isinstance(result, dict) else None
+
+
+def _at_step(progress: dict[str, Any], form: str = " at step {}") -> str:
+    if not progress.get("step"):
+        return " before its first step"
+    return form.format(f"{progress['step']}/{progress['total']}" if progress.get("total") else progress["step"])
+
+
+def _crash(child: subprocess.Popen | None, progress: dict[str, Any], stderr: Path) -> str:
+    """How the process ended without a result: the signal that killed it, or its exit and last error lines."""
+    code = child.returncode if child is not None else None
+    if code is not None and code < 0:
+        return f"killed (signal {-code}){_at_step(progress)}"
+    how = f"exited with status {code}" if code is not None else "ended"
+    tail = _tail(stderr, 6)
+    return f"the process {how} without a result{_at_step(progress)}" + (f":\n{tail}" if tail else " (killed?)")
 
 
 def _ended_by_interrupt(child: subprocess.Popen | None, stderr: Path) -> bool:
@@ -307,6 +380,25 @@ def _ended_by_interrupt(child: subprocess.Popen | None, stderr: Path) -> bool:
     return last == "interrupted" or last.startswith("KeyboardInterrupt")
 
 
+def _lines(path: Path, limit: int = 1 << 16) -> list[str]:
+    if not path.is_file():
+        return []
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        handle.seek(max(0, size - limit))
+        text = handle.read().decode("utf-8", "replace")
+    return [part.strip() for line in text.splitlines() for part in line.split("\r") if part.strip()]
+
+
+def _last_console_line(console: Path) -> str:
+    """Shown as is, read for nothing: the last line before the CLI's final JSON (its first line is a lone "{")."""
+    lines = _lines(console)
+    start = max((i for i, line in enumerate(lines) if line == "{"), default=None)
+    if start is not None and lines[-1] == "}":
+        lines = lines[:start]
+    return lines[-1] if lines else ""
+
+
 def _tail(path: Path, n: int) -> str:
-    lines = [line for line in _lines(path, 1 << 16) if not line.startswith(("Warning", "warnings.warn"))]
+    lines = [line for line in _lines(path) if not line.startswith(("Warning", "warnings.warn"))]
     return "\n".join(lines[-n:])
