@@ -97,7 +97,7 @@ def _carry(evaluation: dict) -> dict:
 
 
 def markdown(result: dict, summary: dict, args: argparse.Namespace) -> str:
-    from hello_agents_rl.workflows.search import format_table
+    from hello_agents_rl.workflows.search_report import format_table
 
     hand, best, seconds = summary["hand_picked"], summary["best"], summary["seconds"]
     verdict = "at least as good as" if summary["search_beats_or_ties_hand_picked"] else "WORSE than"
