@@ -11,9 +11,8 @@ import pytest
 from hello_agents_rl import ConfigError
 from hello_agents_rl.rewards.trajectory import to_trl_trajectory_reward, trajectory_score
 from hello_agents_rl.rollouts.trajectory import read_trajectory
-from hello_agents_rl.rollouts.tools import (
-    ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
-)
+from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
+from hello_agents_rl.rollouts.tools import ToolFailure, calculator, python, resolve_tools
 from hello_agents_rl.rewards import build_reward
 from hello_agents.tools import RLTrainingTool
 
@@ -360,7 +359,9 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import hello_agents_rl.evaluation.tools as ev
+    import hello_agents_rl.rollouts.loop as loop
+    from hello_agents_rl.evaluation.metrics import comparison_markdown
+    from hello_agents_rl.evaluation.run import evaluate_model, write_details
     from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
     from hello_agents_rl.data.multiplication import make_dataset
 
@@ -376,7 +377,7 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
     }
     seen: dict[int, int] = {}
 
-    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids):
+    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids, temperature=0.0):
         out = []
         for ids in sequences:
             question = next(i for i in script if rows[i]["question"] in tokenizer.decode(ids))
@@ -385,18 +386,16 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
             out.append(tokenizer(script[question][turn], add_special_tokens=False)["input_ids"])
         return out
 
-    monkeypatch.setattr(ev, "_greedy", scripted)
-    from hello_agents_rl.rollouts.tools import calculator
-
-    result = ev.evaluate_with_tools(model, tokenizer, rows, [calculator], max_new_tokens=200, max_tool_turns=2)
+    monkeypatch.setattr(loop, "generate_turn", scripted)
+    result = evaluate_model(model, tokenizer, rows, max_new_tokens=200, tools=[calculator], max_tool_turns=2)
     assert result["accuracy"] == pytest.approx(1 / 3) and result["tool_call_rate"] == pytest.approx(2 / 3)
     assert result["mean_calls"] == pytest.approx((1 + 0 + 3) / 3) and result["turns_exhausted_rate"] == pytest.approx(1 / 3)
     assert result["failed_call_rate"] == 0.0
     first = result["details"][0]["transcript"]
     assert [m["role"] for m in first] == ["assistant", "tool", "assistant"] and first[1]["content"] == str(a * b)
-    ev.write_details(tmp_path / "eval_details.jsonl", result["details"])
+    write_details(tmp_path / "eval_details.jsonl", result["details"])
     assert json.loads((tmp_path / "eval_details.jsonl").read_text().splitlines()[0])["transcript"][1]["role"] == "tool"
-    table = ev.comparison_markdown([{"model": "grpo", **{k: v for k, v in result.items() if k != "details"}}])
+    table = comparison_markdown([{"model": "grpo", **{k: v for k, v in result.items() if k != "details"}}])
     assert "| Tool calls | Failed calls | Calls/question | Out of turns |" in table and "66.7%" in table
 
 
