@@ -399,6 +399,39 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
     assert "| Tool calls | Failed calls | Calls/question | Out of turns |" in table and "66.7%" in table
 
 
+def test_plain_and_tool_evaluation_run_through_the_one_rollout_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hello_agents_rl.rollouts.loop as loop
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+
+    model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
+    turns: list[tuple[int, int]] = []  # (sequences in the batch, their longest length) per call of the loop's model
+
+    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids, temperature=0.0):
+        turns.append((len(sequences), max(map(len, sequences))))
+        out = []
+        for ids in sequences:
+            text = tokenizer.decode(ids)
+            a, b = (int(x) for x in text.rsplit("What is ", 1)[1].split("?")[0].split(" * "))
+            calls_first = "Tools: calculator" in text and "<tool_response>" not in text  # the prompt lists the tool
+            reply = ('<tool_call>\n{"name": "calculator", "arguments": {"expression": "%d * %d"}}\n</tool_call><|im_end|>'
+                     % (a, b) if calls_first else f"Final Answer: {a * b}<|im_end|>")
+            out.append(tokenizer(reply, add_special_tokens=False)["input_ids"])
+        return out
+
+    monkeypatch.setattr(loop, "generate_turn", scripted)
+    params = {"action": "evaluate", "model_path": model, "dataset": "multiplication", "max_samples": 3,
+              "max_new_tokens": 64, "return_details": True}
+    plain = RLTrainingTool().run(params)
+    assert len(turns) == 1 and turns[0][0] == 3, "a plain evaluation is one turn, all questions in one batch"
+    assert plain["accuracy"] == 1.0 and "tool_call_rate" not in plain
+    assert [d["completion"] for d in plain["details"]] == [f"Final Answer: {d['ground_truth']}" for d in plain["details"]]
+    turns.clear()
+    with_tools = RLTrainingTool().run({**params, "tools": ["calculator"]})
+    assert [n for n, _ in turns] == [3, 3] and turns[1][1] > turns[0][1], "a call, then the answer after its result"
+    assert with_tools["accuracy"] == 1.0 and with_tools["tool_call_rate"] == 1.0 and with_tools["tool_stats"]["calls"] == 3
+    assert [m["role"] for m in with_tools["details"][0]["transcript"]] == ["assistant", "tool", "assistant"]
+
+
 def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
     from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.interfaces.cli import build_parser, params_from_args
