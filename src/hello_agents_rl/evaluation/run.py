@@ -53,7 +53,8 @@ def evaluate_model(
     sampled = (roll_out(model, tokenizer, rows, max_new_tokens, batch_size, temperature=temperature or 1.0, samples=k,
                         seed=seed + 1, **loop) if sampling else greedy)
     elapsed = time.perf_counter() - started
-    details = [question_details(row, answer, samples, with_tools) for row, (answer,), samples in zip(rows, greedy, sampled)]
+    details = [question_details(row, answer, samples, with_tools)
+               for row, (answer,), samples in zip(rows, greedy, sampled)]
     result = summarise(details, k if sampling else 1, elapsed, with_tools)
     if sampling:
         result["sampling_temperature"] = temperature or 1.0

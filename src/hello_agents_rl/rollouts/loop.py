@@ -76,7 +76,8 @@ def roll_out(
         for start in range(0, len(live), per_batch):
             batch = live[start : start + per_batch]
             budget = max(max_new_tokens - min(len(r.ids) - r.prompt_len for r in batch), 1)
-            for r, new in zip(batch, generate_turn(model, tokenizer, [r.ids for r in batch], budget, eos_ids, temperature)):
+            turns = generate_turn(model, tokenizer, [r.ids for r in batch], budget, eos_ids, temperature)
+            for r, new in zip(batch, turns):
                 new = new[: max(max_new_tokens - (len(r.ids) - r.prompt_len), 0)]  # the trajectory's budget
                 r.messages.append(_read_turn(tokenizer, r, new, eos_ids))
                 r.ids += new
@@ -97,7 +98,12 @@ def roll_out(
 
 
 def generate_turn(
-    model: Any, tokenizer: Any, sequences: list[list[int]], max_new_tokens: int, eos_ids: set[int], temperature: float = 0.0
+    model: Any,
+    tokenizer: Any,
+    sequences: list[list[int]],
+    max_new_tokens: int,
+    eos_ids: set[int],
+    temperature: float = 0.0,
 ) -> list[list[int]]:
     """One turn for every sequence as one left-padded batch; each new turn ends at its first EOS (kept)."""
     import torch
@@ -121,7 +127,9 @@ def generate_turn(
 
 def _tool_template(tokenizer: Any) -> str | None:
     """The chat template TRL's tool loop renders with (None: the model's own), the response parser added."""
-    from trl.chat_template_utils import add_response_schema, get_training_chat_template, is_chat_template_prefix_preserving
+    from trl.chat_template_utils import (
+        add_response_schema, get_training_chat_template, is_chat_template_prefix_preserving,
+    )
 
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
         add_response_schema(tokenizer)
@@ -169,7 +177,8 @@ def _call(tools: dict[str, Callable[..., Any]], call: dict[str, Any]) -> dict[st
     return {"role": "tool", "name": name, "content": result if isinstance(result, list) else str(result)}
 
 
-def _suffix_ids(tokenizer: Any, chat_template: str | None, kwargs: dict[str, Any], tool_messages: list[dict]) -> list[int]:
+def _suffix_ids(tokenizer: Any, chat_template: str | None, kwargs: dict[str, Any], tool_messages: list[dict]
+                ) -> list[int]:
     """TRL's own tool-result tokens (GRPOTrainer._get_tool_suffix_ids) on a stand-in for the trainer."""
     from trl import GRPOTrainer
 
