@@ -1,4 +1,4 @@
-"""Evaluation throughput: our batched `evaluate.generate` vs one prompt at a time (the old tool's loop).
+"""Evaluation throughput: our batched rollout loop (what `evaluate` runs) vs one prompt at a time (the old tool's loop).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/eval_throughput.py --repeats 3
 
@@ -7,7 +7,7 @@ grpo_throughput.py prepares (built on first use), max_new_tokens 32. Variants, a
 
 * one_at_a_time -- for each question: tokenize, `model.generate(max_new_tokens, greedy)`, decode
                    (what the old hello-agents tool did);
-* batched_32    -- `hello_agents_rl.evaluation.run.generate`, batch_size 32 (EvaluateConfig's default);
+* batched_32    -- `hello_agents_rl.rollouts.loop.roll_out`, batch_size 32 (EvaluateConfig's default);
 * batched_125   -- the same with 125 questions per batch (what the demo uses);
 * lean_125      -- the GRPO lean sampler (rollouts/sampling/) greedy, 125 per batch: not wired into
                    `evaluate` (shown for what it would add).
@@ -41,7 +41,7 @@ def main() -> None:
     from grpo_throughput import prepare
     from hello_agents_rl.data import render_prompt
     from hello_agents_rl.data.arithmetic import make_dataset
-    from hello_agents_rl.evaluation.run import generate
+    from hello_agents_rl.rollouts.loop import roll_out
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.rewards import is_correct
     from hello_agents_rl.rollouts.sampling import sample
@@ -65,7 +65,7 @@ def main() -> None:
         return answers
 
     def batched(size: int) -> Callable[[], list[str]]:
-        return lambda: [s[0].text for s in generate(model, tokenizer, prompts, n_new, batch_size=size)]
+        return lambda: [r[0].trajectory.final_text for r in roll_out(model, tokenizer, rows, n_new, batch_size=size)]
 
     def lean(size: int) -> Callable[[], list[str]]:
         def run() -> list[str]:

@@ -10,9 +10,8 @@ import pytest
 
 from hello_agents_rl import ConfigError
 from hello_agents_rl.rollouts.trajectory import read_trajectory
-from hello_agents_rl.rollouts.tools import (
-    ToolFailure, ToolStats, calculator, guard, guarded_environment, python, resolve_tools,
-)
+from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
+from hello_agents_rl.rollouts.tools import ToolFailure, calculator, python, resolve_tools
 from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 
@@ -405,7 +404,9 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import hello_agents_rl.evaluation.tools as ev
+    import hello_agents_rl.rollouts.loop as loop
+    from hello_agents_rl.evaluation.metrics import comparison_markdown
+    from hello_agents_rl.evaluation.run import evaluate_model, write_details
     from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
     from hello_agents_rl.data.multiplication import make_dataset
 
@@ -421,7 +422,7 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
     }
     seen: dict[int, int] = {}
 
-    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids):
+    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids, temperature=0.0):
         out = []
         for ids in sequences:
             question = next(i for i in script if rows[i]["question"] in tokenizer.decode(ids))
@@ -430,19 +431,50 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
             out.append(tokenizer(script[question][turn], add_special_tokens=False)["input_ids"])
         return out
 
-    monkeypatch.setattr(ev, "_greedy", scripted)
-    from hello_agents_rl.rollouts.tools import calculator
-
-    result = ev.evaluate_with_tools(model, tokenizer, rows, [calculator], max_new_tokens=200, max_tool_turns=2)
+    monkeypatch.setattr(loop, "generate_turn", scripted)
+    result = evaluate_model(model, tokenizer, rows, max_new_tokens=200, tools=[calculator], max_tool_turns=2)
     assert result["accuracy"] == pytest.approx(1 / 3) and result["tool_call_rate"] == pytest.approx(2 / 3)
     assert result["mean_calls"] == pytest.approx((1 + 0 + 3) / 3) and result["turns_exhausted_rate"] == pytest.approx(1 / 3)
     assert result["failed_call_rate"] == 0.0
     first = result["details"][0]["transcript"]
     assert [m["role"] for m in first] == ["assistant", "tool", "assistant"] and first[1]["content"] == str(a * b)
-    ev.write_details(tmp_path / "eval_details.jsonl", result["details"])
+    write_details(tmp_path / "eval_details.jsonl", result["details"])
     assert json.loads((tmp_path / "eval_details.jsonl").read_text().splitlines()[0])["transcript"][1]["role"] == "tool"
-    table = ev.comparison_markdown([{"model": "grpo", **{k: v for k, v in result.items() if k != "details"}}])
+    table = comparison_markdown([{"model": "grpo", **{k: v for k, v in result.items() if k != "details"}}])
     assert "| Tool calls | Failed calls | Calls/question | Out of turns |" in table and "66.7%" in table
+
+
+def test_plain_and_tool_evaluation_run_through_the_one_rollout_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hello_agents_rl.rollouts.loop as loop
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+
+    model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
+    turns: list[tuple[int, int]] = []  # (sequences in the batch, their longest length) per call of the loop's model
+
+    def scripted(model, tokenizer, sequences, max_new_tokens, eos_ids, temperature=0.0):
+        turns.append((len(sequences), max(map(len, sequences))))
+        out = []
+        for ids in sequences:
+            text = tokenizer.decode(ids)
+            a, b = (int(x) for x in text.rsplit("What is ", 1)[1].split("?")[0].split(" * "))
+            calls_first = "Tools: calculator" in text and "<tool_response>" not in text  # the prompt lists the tool
+            reply = ('<tool_call>\n{"name": "calculator", "arguments": {"expression": "%d * %d"}}\n</tool_call><|im_end|>'
+                     % (a, b) if calls_first else f"Final Answer: {a * b}<|im_end|>")
+            out.append(tokenizer(reply, add_special_tokens=False)["input_ids"])
+        return out
+
+    monkeypatch.setattr(loop, "generate_turn", scripted)
+    params = {"action": "evaluate", "model_path": model, "dataset": "multiplication", "max_samples": 3,
+              "max_new_tokens": 64, "return_details": True}
+    plain = RLTrainingTool().run(params)
+    assert len(turns) == 1 and turns[0][0] == 3, "a plain evaluation is one turn, all questions in one batch"
+    assert plain["accuracy"] == 1.0 and "tool_call_rate" not in plain
+    assert [d["completion"] for d in plain["details"]] == [f"Final Answer: {d['ground_truth']}" for d in plain["details"]]
+    turns.clear()
+    with_tools = RLTrainingTool().run({**params, "tools": ["calculator"]})
+    assert [n for n, _ in turns] == [3, 3] and turns[1][1] > turns[0][1], "a call, then the answer after its result"
+    assert with_tools["accuracy"] == 1.0 and with_tools["tool_call_rate"] == 1.0 and with_tools["tool_stats"]["calls"] == 3
+    assert [m["role"] for m in with_tools["details"][0]["transcript"]] == ["assistant", "tool", "assistant"]
 
 
 def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:

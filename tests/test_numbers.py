@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-import hello_agents_rl.evaluation.run as evaluate
+import hello_agents_rl.rollouts.loop as loop
 from hello_agents_rl.evaluation.analysis import error_kind, error_summary, wrong_steps
-from hello_agents_rl.evaluation.run import Sample, evaluate_model, pass_at
+from hello_agents_rl.evaluation.metrics import pass_at
+from hello_agents_rl.evaluation.run import evaluate_model
 from hello_agents_rl.rewards import build_reward, follows_format, group_advantages, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 
@@ -25,21 +27,36 @@ ROWS = [
 ]
 
 
+EOS = 0
+
+
 class _Template:
-    def apply_chat_template(self, messages, **_):
-        return messages[-1]["content"]
+    """A tokenizer of one token per character; token 0 ends an answer."""
+
+    eos_token_id = pad_token_id = EOS
+
+    def apply_chat_template(self, messages, tokenize=False, **_):
+        return [ord(c) for c in messages[-1]["content"]] if tokenize else messages[-1]["content"]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids if i != EOS)
+
+
+MODEL = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=EOS), eval=lambda: None)
 
 
 def _fake_generate(greedy: list[str], sampled: list[list[str]]):
-    """generate() that answers greedily (temperature 0) or with the given samples, as the real one is called."""
+    """The rollout loop's model call, answering greedily (temperature 0) or with the given samples (a question's
+    k samples side by side, as the loop batches them); each answer ends with EOS."""
     calls = []
 
-    def generate(model, tokenizer, prompts, max_new_tokens, batch_size=32, temperature=0.0, num_samples=1, seed=0):
-        calls.append((temperature, num_samples))
-        texts = [[g] for g in greedy] if temperature == 0 else sampled
-        return [[Sample(t, 5, False) for t in row[:num_samples]] for row in texts]
+    def generate_turn(model, tokenizer, sequences, max_new_tokens, eos_ids, temperature=0.0):
+        calls.append((temperature, len(sequences)))
+        k = len(sequences) // len(greedy)
+        texts = greedy if temperature == 0 else [s for row in sampled for s in row[:k]]
+        return [[ord(c) for c in text] + [EOS] for text in texts]
 
-    return generate, calls
+    return generate_turn, calls
 
 
 # --- 1. accuracy is greedy; pass@1..k from one set of samples ------------------------------------------------
@@ -51,10 +68,10 @@ def test_accuracy_is_greedy_even_when_sampling_for_pass_at_k(monkeypatch) -> Non
         greedy=[right, "Final Answer: 7"],
         sampled=[[right, "Final Answer: 70", "Final Answer: 71", "Final Answer: 0"], ["Final Answer: 1"] * 4],
     )
-    monkeypatch.setattr(evaluate, "generate", generate)
-    result = evaluate_model(None, _Template(), ROWS, k=4, temperature=0.8)
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    result = evaluate_model(MODEL, _Template(), ROWS, k=4, temperature=0.8)
     assert result["accuracy"] == 1.0, "accuracy comes from greedy answers, never from the samples"
-    assert calls == [(0.0, 1), (0.8, 4)]
+    assert calls == [(0.0, 2), (0.8, 8)], "one batch of greedy answers, one of 2 x 4 samples"
     # question 1: 1 of 4 samples right; question 2: 0 of 4 -> unbiased pass@j = 1 - C(3, j) / C(4, j), halved
     assert result["pass_at_1"] == pytest.approx((1 / 4) / 2)
     assert result["pass_at_2"] == pytest.approx((1 - 3 / 6) / 2)
@@ -65,16 +82,16 @@ def test_accuracy_is_greedy_even_when_sampling_for_pass_at_k(monkeypatch) -> Non
 def test_temperature_with_k_1_samples_once_and_keeps_greedy_accuracy(monkeypatch) -> None:
     generate, calls = _fake_generate(greedy=["Final Answer: 72", "Final Answer: 7"],
                                      sampled=[["Final Answer: 1"], ["Final Answer: 7"]])
-    monkeypatch.setattr(evaluate, "generate", generate)
-    result = evaluate_model(None, _Template(), ROWS, k=1, temperature=0.7)
-    assert result["accuracy"] == 1.0 and result["pass_at_1"] == 0.5 and calls == [(0.0, 1), (0.7, 1)]
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    result = evaluate_model(MODEL, _Template(), ROWS, k=1, temperature=0.7)
+    assert result["accuracy"] == 1.0 and result["pass_at_1"] == 0.5 and calls == [(0.0, 2), (0.7, 2)]
 
 
 def test_unreadable_answers_and_truths_never_pass(monkeypatch) -> None:
     rows = [{**ROWS[0], "ground_truth": "unknown"}]
     generate, _ = _fake_generate(greedy=["I cannot say"], sampled=[["no idea", "nothing"]])
-    monkeypatch.setattr(evaluate, "generate", generate)
-    result = evaluate_model(None, _Template(), rows, k=2)
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    result = evaluate_model(MODEL, _Template(), rows, k=2)
     assert result["accuracy"] == 0.0 and result["pass_at_2"] == 0.0
 
 
@@ -102,9 +119,10 @@ def test_follows_format_means_final_answer_marker(completion: str, expected: boo
 
 def test_format_rate_and_the_doctors_format_metric_use_the_marker(monkeypatch) -> None:
     generate, _ = _fake_generate(greedy=["The answer is 72", "3 + 4 = 7. Final Answer: 7"], sampled=[])
-    monkeypatch.setattr(evaluate, "generate", generate)
-    result = evaluate_model(None, _Template(), ROWS)
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    result = evaluate_model(MODEL, _Template(), ROWS)
     assert result["accuracy"] == 1.0 and result["format_rate"] == 0.5
+    assert result["mean_tokens"] == (16 + 26) / 2 and result["truncation_rate"] == 0.0, "the EOS ends, is not counted"
     logged = {}
     adapter = to_trl_reward(build_reward("accuracy"))
     adapter(completions=["#### 72", "Final Answer: 72"], ground_truth=["72", "72"],
@@ -216,8 +234,8 @@ def test_the_evaluation_breaks_results_down(monkeypatch) -> None:
                     "completion": [{"role": "assistant", "content": "3 * 4 = 12. 12 + 5 = 17. Final Answer: 17"}]}]
     generate, _ = _fake_generate(greedy=["48 + 24 = 70. Final Answer: 70", "3 + 4 = 7. Final Answer: 7",
                                          "5 + 3 = 8. 8 * 4 = 32. Final Answer: 32"], sampled=[])
-    monkeypatch.setattr(evaluate, "generate", generate)
-    result = evaluate_model(None, _Template(), rows)
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    result = evaluate_model(MODEL, _Template(), rows)
     assert result["accuracy_by_steps"] == {"1": 0.5, "2": 0.0}
     assert result["error_kinds"] == {"format": 0, "calculation": 1, "understanding": 0, "reasoning": 1}
     assert result["mean_abs_error_wrong"] == pytest.approx((2 + 15) / 2)

@@ -10,7 +10,8 @@ import json
 from typing import Any, Callable
 
 from hello_agents_rl.rewards import build_reward, to_trl_reward
-from hello_agents_rl.rollouts.tools import ToolStats, guard, guarded_environment, resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
+from hello_agents_rl.rollouts.tools import resolve_environment, resolve_tools
 
 
 def uses_tools(cfg: Any) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.config import EvaluateConfig, PipelineConfig
-from hello_agents_rl.evaluation.run import comparison_markdown
+from hello_agents_rl.evaluation.metrics import comparison_markdown
 from hello_agents_rl.evaluation.run import run as evaluate
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.outputs import atomic_write_json, plan_output_dir
@@ -75,7 +75,7 @@ def write_report(root: Path, results: dict[str, Any], evaluations: dict[str, dic
     markdown = "\n".join([
         "# SFT -> GRPO pipeline report",
         "",
-        _comparison(results["comparison"]),
+        comparison_markdown(results["comparison"]),  # with the tool columns when evaluated with tools
         *[f"![{name}]({name})" for name in plots],
         "",
         "## Training doctor",
@@ -89,15 +89,6 @@ def write_report(root: Path, results: dict[str, Any], evaluations: dict[str, dic
     return root / "report.md"
 
 
-def _comparison(table: list[dict[str, Any]]) -> str:
-    """The models side by side; with the tool columns when they were evaluated with tools."""
-    if table and "tool_call_rate" in table[0]:
-        from hello_agents_rl.evaluation.tools import comparison_markdown as with_tools
-
-        return with_tools(table)
-    return comparison_markdown(table)
-
-
 def _samples(evaluations: dict[str, dict[str, Any]], n: int = 3) -> list[str]:
     names = list(evaluations)
     details = [evaluations[name]["details"] for name in names]
@@ -106,8 +97,7 @@ def _samples(evaluations: dict[str, dict[str, Any]], n: int = 3) -> list[str]:
         lines.append(f"**Q:** {details[0][i]['question']} (answer {details[0][i]['ground_truth']})\n")
         for name, rows in zip(names, details):
             mark = "right" if rows[i]["correct"] else "wrong"
-            answer = rows[i].get("completion", rows[i].get("final_text", ""))  # with tools: the text after the last call
-            lines.append(f"- {name} ({mark}): `{answer[:300]}`")
+            lines.append(f"- {name} ({mark}): `{rows[i]['completion'][:300]}`")  # with tools: after the last call
         lines.append("")
     return lines
 
