@@ -39,7 +39,7 @@ def main() -> None:
     import torch
 
     from grpo_throughput import prepare
-    from hello_agents_rl.data import render_prompt
+    from hello_agents_rl.data.formatting import render_prompt
     from hello_agents_rl.data.arithmetic import make_dataset
     from hello_agents_rl.rollouts.loop import roll_out
     from hello_agents_rl.models import load_model, load_tokenizer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,18 @@ def test_python_tool_runs_isolated_with_limits(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ToolFailure, match="timed out"):
         python("while True: pass")
     assert time.time() - started < 5
+
+
+def test_a_busy_snippet_dies_on_its_own_cpu_limit_even_when_nobody_kills_it() -> None:
+    """The kernel's CPU limit, not only our timer: a busy loop whose killer is gone (the trainer exited, the
+    guard abandoned the call) once kept a core busy for an hour."""
+    assert python("import resource; print(resource.getrlimit(resource.RLIMIT_CPU))") == "(6, 6)"
+    from hello_agents_rl.rollouts.tools import _PYTHON_BOOTSTRAP
+
+    started = time.time()
+    child = subprocess.run([sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, "while True: pass", str(2**30), "1"],
+                           capture_output=True, timeout=30)  # nobody kills it: only its own limit can
+    assert child.returncode != 0 and time.time() - started < 10
 
 
 def test_guard_turns_raise_hang_and_junk_into_counted_failures() -> None:

@@ -26,7 +26,7 @@ def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     dtype bfloat16: weights and autocast as on a bf16 GPU (run.py: load in bf16, TRL's bf16=True)."""
     from trl import GRPOTrainer
 
-    from hello_agents_rl import data as data_layer
+    from hello_agents_rl.data import sources as data_layer
     from hello_agents_rl.config import TrainConfig
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.rewards import build_reward, to_trl_reward

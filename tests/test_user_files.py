@@ -251,7 +251,7 @@ def test_unknown_splits_are_errors_listing_the_splits(params: dict, listed: str,
 def test_a_dataset_dict_split_is_chosen_by_name() -> None:
     from datasets import Dataset, DatasetDict
 
-    from hello_agents_rl.data import load
+    from hello_agents_rl.data.sources import load
 
     data = DatasetDict({"train": Dataset.from_dict({"question": ["1 + 1?"], "answer": ["2"]}),
                         "dev": Dataset.from_dict({"question": ["2 + 2?", "3 + 3?"], "answer": ["4", "6"]})})
@@ -264,7 +264,7 @@ def test_a_dataset_dict_split_is_chosen_by_name() -> None:
 
 def test_max_samples_on_the_embedded_task_draws_without_replacement() -> None:
     from hello_agents_rl.workflows.actions import parse
-    from hello_agents_rl.data import load
+    from hello_agents_rl.data.sources import load
 
     rows = load(parse({"action": "load_dataset", "dataset": "arithmetic", "max_samples": 300, "seed": 3}))
     assert len(rows) == 300 and len(set(rows["question"])) == 300

@@ -10,6 +10,7 @@ from typing import Any
 
 from hello_agents_rl.evaluation.analysis import analyse, error_fields, error_summary
 from hello_agents_rl.rewards import extract_answer, follows_format, is_correct, parse_ground_truth
+from hello_agents_rl.rewards.correctness import task_answer
 from hello_agents_rl.rollouts.loop import Rollout
 
 
@@ -23,13 +24,14 @@ def question_details(row: Any, answer: Rollout, samples: list[Rollout], with_too
     trajectory = answer.trajectory
     text = trajectory.final_text
     predicted, truth = extract_answer(text), parse_ground_truth(row["ground_truth"])
-    samples_correct = sum(is_correct(s.trajectory.final_text, row["ground_truth"]) for s in samples)
+    task_ref = row.get("task_ref")  # a reasoning-gym row: its task's own checker decides
+    samples_correct = sum(is_correct(s.trajectory.final_text, row["ground_truth"], task_ref) for s in samples)
     return {
         "question": row.get("question", ""),
         "ground_truth": row["ground_truth"],
         "completion": text,
-        "predicted": None if predicted is None else str(predicted),
-        "correct": is_correct(text, row["ground_truth"]),  # an unreadable answer or truth never passes
+        "predicted": task_answer(text, row["ground_truth"]) if task_ref else None if predicted is None else str(predicted),
+        "correct": is_correct(text, row["ground_truth"], task_ref),  # an unreadable answer or truth never passes
         "samples_correct": samples_correct,
         "pass_at_k": samples_correct > 0,
         "follows_format": follows_format(text),

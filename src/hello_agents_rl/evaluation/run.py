@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from hello_agents_rl import data as data_layer
+from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.config import CompareConfig, EvaluateConfig
 from hello_agents_rl.evaluation.metrics import comparison_markdown, question_details, summarise
 from hello_agents_rl.models import load_model, load_tokenizer, system_prompt_of, with_recorded_prompt

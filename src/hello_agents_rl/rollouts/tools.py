@@ -6,6 +6,7 @@ Every tool handed to TRL or to the rollout loop is guarded first (`rollouts/guar
 from __future__ import annotations
 
 import ast
+import math
 import importlib
 import inspect
 import operator
@@ -90,6 +91,8 @@ _PYTHON_BOOTSTRAP = (  # runs in the child before the snippet: limits it cannot 
     "import resource, sys\n"
     "m = int(sys.argv[2]); resource.setrlimit(resource.RLIMIT_AS, (m, m))\n"
     "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
+    # a CPU-time limit the kernel enforces: a busy loop dies even if the process that should kill it is gone
+    "c = int(sys.argv[3]); resource.setrlimit(resource.RLIMIT_CPU, (c, c))\n"
     "code = sys.argv[1]; del sys.argv[1:]\n"
     "exec(compile(code, '<snippet>', 'exec'), {'__name__': '__main__'})\n"
 )
@@ -106,7 +109,8 @@ def python(code: str) -> str:
     # a wall-time limit (the whole process group is killed), an address-space limit and a 1 MiB file limit.
     with tempfile.TemporaryDirectory(prefix="hello-agents-python-") as folder:
         child = subprocess.Popen(
-            [sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, str(code), str(PYTHON_MEMORY_LIMIT_BYTES)],
+            [sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, str(code), str(PYTHON_MEMORY_LIMIT_BYTES),
+             str(math.ceil(PYTHON_TIME_LIMIT_S) + 1)],
             cwd=folder, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )

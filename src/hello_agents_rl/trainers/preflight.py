@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from hello_agents_rl.config import TrainConfig
-from hello_agents_rl.data import render_prompt
+from hello_agents_rl.data.formatting import render_prompt
 from hello_agents_rl.errors import ConfigError
 
 WANDB_DEFAULT_URL = "https://api.wandb.ai"

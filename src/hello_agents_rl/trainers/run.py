@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import torch
 
-from hello_agents_rl import data as data_layer
+from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.config import Thresholds, TrainConfig
 from hello_agents_rl.distributed import from_main_process, is_main_process, world_size
 from hello_agents_rl.models import (

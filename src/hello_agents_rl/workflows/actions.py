@@ -53,7 +53,7 @@ ACTIONS: dict[str, Action] = {
     "pipeline": Action(PipelineConfig, "hello_agents_rl.workflows.pipeline:run_pipeline",
                        JobFiles("training_results.json", "*/metrics.jsonl")),  # sft/, then grpo/
     "export": Action(ExportConfig, "hello_agents_rl.workflows.export:run"),
-    "load_dataset": Action(LoadDatasetConfig, "hello_agents_rl.data:describe"),
+    "load_dataset": Action(LoadDatasetConfig, "hello_agents_rl.data.sources:describe"),
     "create_reward": Action(CreateRewardConfig, "hello_agents_rl.rewards:score_completions"),
     "search": Action(SearchConfig, "hello_agents_rl.workflows.search:run",
                      JobFiles("results.json", "trial-*/metrics.jsonl")),
