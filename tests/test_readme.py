@@ -68,3 +68,20 @@ def test_links_stay_inside_the_repository() -> None:
             resolved = (doc.parent / target).resolve()
             assert ROOT in resolved.parents and resolved.exists(), f"{doc.name} links {target}"
         assert "../shared" not in doc.read_text(encoding="utf-8"), doc.name
+
+
+def _module_exists(dotted: str) -> bool:
+    parts, package = dotted.split("."), ROOT / "src"
+    return any((package.joinpath(*parts[:i]).with_suffix(".py")).is_file()
+               or (package.joinpath(*parts[:i]) / "__init__.py").is_file() for i in range(len(parts), 1, -1))
+
+
+def test_the_docs_name_only_modules_and_files_that_exist() -> None:
+    """A moved module must not leave the README or docs/ pointing at where it used to be."""
+    stale = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        stale += [(doc.name, p) for p in re.findall(r"src/hello_agents_rl/[\w/]+\.py", text) if not (ROOT / p).is_file()]
+        stale += [(doc.name, m) for m in re.findall(r"\bhello_agents_rl(?:\.[a-z_]+)+", text)
+                  if m != "hello_agents_rl.pth" and not _module_exists(m)]
+    assert stale == []
