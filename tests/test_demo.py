@@ -50,6 +50,19 @@ def test_grpo_beats_sft_beyond_noise(demo: tuple[Path, dict]) -> None:
     assert grpo["accuracy_carry"] > sft["accuracy_carry"], "the gain should come from the carry questions"
     # measured -2 to -11 points after 40 steps (the full demo's 100 steps: 0 to -7); -20 means a collapse
     assert grpo["accuracy_no_carry"] >= sft["accuracy_no_carry"] - 0.20, "RL must not break what SFT got right"
+    gain = results["grpo_minus_sft"]["all"]
+    assert gain["points"] == pytest.approx(100 * (grpo["accuracy"] - sft["accuracy"]), abs=0.1)
+    assert gain["interval"][0] > 0 and gain["questions"] == 250, "the paired 95% interval excludes no gain"
+
+
+@pytest.mark.slow
+def test_the_doctor_sees_no_slide_in_the_demos_rising_reward(demo: tuple[Path, dict]) -> None:
+    out = demo[0]
+    rewards = [e["reward"] for e in map(json.loads, (out / "grpo" / "metrics.jsonl").read_text().splitlines())
+               if "reward" in e]
+    assert rewards[-1] > rewards[0], "the demo's training reward rises"
+    diagnostics = json.loads((out / "grpo" / "results.json").read_text())["diagnostics"]
+    assert not [d for d in diagnostics if "sliding" in d], diagnostics
 
 
 @pytest.mark.slow

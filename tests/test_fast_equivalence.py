@@ -63,6 +63,14 @@ def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
 
 
 @pytest.mark.parametrize("overrides", [{}, {"loss_type": "grpo", "steps_per_generation": 2}], ids=["dapo", "grpo_spg2"])
+
+def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One trainer's loss on `inputs` and the gradient of every trainable weight."""
+    trainer.model.zero_grad()
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+
 def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path, monkeypatch, overrides: dict) -> None:
     """Same batch, dropout 0: the whole step (rollout record, reference and old-policy log-probs, advantages,
     loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions."""
@@ -81,14 +89,7 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
         torch.testing.assert_close(batch[key], value, atol=1e-5, rtol=0, msg=key)
     steps = ours.args.steps_per_generation
     for mine, trls in zip(split_tensor_dict(batch, steps), split_tensor_dict(expected, steps)):
-        results = []
-        for trainer, inputs in ((ours, mine), (theirs, trls)):
-            trainer.model.zero_grad()
-            loss = trainer.compute_loss(trainer.model, inputs)
-            loss.backward()
-            grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-            results.append((loss.detach(), grads))
-        (loss, grads), (trl_loss, trl_grads) = results
+        (loss, grads), (trl_loss, trl_grads) = _loss_and_grads(ours, mine), _loss_and_grads(theirs, trls)
         torch.testing.assert_close(loss, trl_loss, atol=1e-7, rtol=1e-5)
         assert grads.keys() == trl_grads.keys() and len(grads) == 4 * 7 * 2, "lora_A and lora_B of every layer"
         assert all(g.abs().sum() > 0 for g in trl_grads.values()), "every LoRA weight gets a gradient"
@@ -119,14 +120,7 @@ def test_one_bf16_step_equals_trls_bf16_step(tiny_model: str, tmp_path: Path, mo
         if torch.is_tensor(value):
             assert batch[key].dtype == value.dtype, key
         torch.testing.assert_close(batch[key], value, atol=2e-2, rtol=0, msg=key)
-    results = []
-    for trainer, inputs in ((ours, batch), (theirs, expected)):
-        trainer.model.zero_grad()
-        loss = trainer.compute_loss(trainer.model, inputs)
-        loss.backward()
-        grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-        results.append((loss.detach(), grads))
-    (loss, grads), (trl_loss, trl_grads) = results
+    (loss, grads), (trl_loss, trl_grads) = _loss_and_grads(ours, batch), _loss_and_grads(theirs, expected)
     assert loss.dtype == trl_loss.dtype
     torch.testing.assert_close(loss, trl_loss, atol=1e-6, rtol=1e-2)
     assert grads.keys() == trl_grads.keys() and len(grads) == 4 * 7 * 2
