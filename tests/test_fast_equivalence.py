@@ -62,8 +62,6 @@ def _trainers(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     return ours, theirs, rows
 
 
-@pytest.mark.parametrize("overrides", [{}, {"loss_type": "grpo", "steps_per_generation": 2}], ids=["dapo", "grpo_spg2"])
-
 def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One trainer's loss on `inputs` and the gradient of every trainable weight."""
     trainer.model.zero_grad()
@@ -71,6 +69,8 @@ def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tens
     loss.backward()
     return loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
 
+
+@pytest.mark.parametrize("overrides", [{}, {"loss_type": "grpo", "steps_per_generation": 2}], ids=["dapo", "grpo_spg2"])
 def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path, monkeypatch, overrides: dict) -> None:
     """Same batch, dropout 0: the whole step (rollout record, reference and old-policy log-probs, advantages,
     loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions."""
