@@ -69,7 +69,8 @@ QUICK_TEST_MARGIN = 0.15
 # short LoRA run that picks up the demonstrator's habits (its slip included), and GRPO explores at temperature 1.
 SMOLLM2 = Recipe(model="smollm2", use_lora=True, sft_steps=60, sft_batch_size=16, sft_learning_rate=2e-4,
                  sft_warmup_ratio=0.1, grpo_steps=40, grpo_batch_size=4, num_generations=8, grpo_learning_rate=1e-4,
-                 temperature=1.0, max_new_tokens=24, logging_steps=5, pass_at_k=0)
+                 grpo_lr_scheduler="linear", grpo_warmup_ratio=0.1, temperature=1.0, max_new_tokens=24,
+                 logging_steps=5, pass_at_k=0)
 SMOLLM2_QUICK = replace(SMOLLM2, grpo_steps=20)
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
