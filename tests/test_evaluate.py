@@ -80,3 +80,15 @@ def test_compare_three_models(tiny_model: str, memorised: dict, memorised_lora: 
     assert len(result["disagreements"]["sft right, base wrong"]) >= 6
     markdown = (tmp_path / "cmp.md").read_text()
     assert markdown.count("\n| ") == 3 and "| sft | 100.0%" in markdown
+
+
+def test_paired_interval_and_mcnemar() -> None:
+    from hello_agents_rl.evaluation.stats import mcnemar_p, paired_interval
+
+    before = [True, False] * 50
+    assert paired_interval(before, before) == (0.0, 0.0, 0.0) and mcnemar_p(before, before) == 1.0
+    after = [True] * 100  # the 50 wrong ones all fixed, nothing lost
+    gain, low, high = paired_interval(before, after)
+    assert gain == 0.5 and 0.35 < low < 0.5 < high < 0.65 and mcnemar_p(before, after) < 1e-10
+    with pytest.raises(ValueError, match="equal"):
+        paired_interval(before, after[:10])
