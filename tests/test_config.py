@@ -212,17 +212,19 @@ def _required(model: type) -> dict:
     return {k: v for k, v in values.items() if k in model.model_fields and model.model_fields[k].is_required()}
 
 
+def _loaded_after(validation: str, modules: tuple[str, ...]) -> str:
+    """Which of `modules` a fresh interpreter has loaded after running `validation` (TrainConfig imported)."""
+    code = (f"import sys\nfrom hello_agents_rl.config import TrainConfig\n{validation}"
+            f"print(sorted(m for m in {modules!r} if m in sys.modules))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_config_layer_imports_no_engine() -> None:
     """Validating a train config (tools, scheduler, rewards included) loads no torch, transformers, PEFT or TRL."""
-    code = (
-        "import sys\n"
-        "from hello_agents_rl.config import TrainConfig\n"
-        "TrainConfig(model_name='org/m', lr_scheduler_type='cosine', tools=['calculator'], reward_type='combined',\n"
-        "            reward_config={'components': [{'type': 'accuracy', 'weight': 1.0}]})\n"
-        "print(sorted(m for m in ('torch', 'transformers', 'peft', 'trl', 'datasets', 'accelerate') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]", f"validation imported engines: {out}"
+    validation = ("TrainConfig(model_name='org/m', lr_scheduler_type='cosine', tools=['calculator'], "
+                  "reward_type='combined', reward_config={'components': [{'type': 'accuracy', 'weight': 1.0}]})\n")
+    loaded = _loaded_after(validation, ("torch", "transformers", "peft", "trl", "datasets", "accelerate"))
+    assert loaded == "[]", f"validation imported engines: {loaded}"
 
 
 
@@ -285,14 +287,9 @@ def test_numbers_in_yaml_read_the_same_in_a_search_space_as_anywhere(tmp_path: P
 def test_a_user_tool_is_checked_by_transformers_schema_reader_alone() -> None:
     """A user's tool is described to the model by transformers' get_json_schema, so validating one imports
     transformers (and torch, which its type table reads); never the trainer stack."""
-    code = (
-        "import sys\n"
-        "from hello_agents_rl.config import TrainConfig\n"
-        "def add(a: int, b: int) -> int:\n"
-        "    '''Add two numbers.\n\n    Args:\n        a: The first.\n        b: The second.\n    '''\n"
-        "    return a + b\n"
-        "TrainConfig(model_name='org/m', tools=[add])\n"
-        "print(sorted(m for m in ('peft', 'trl', 'datasets', 'accelerate') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]", f"validating a user tool imported the trainer stack: {out}"
+    validation = ("def add(a: int, b: int) -> int:\n"
+                  "    '''Add two numbers.\n\n    Args:\n        a: The first.\n        b: The second.\n    '''\n"
+                  "    return a + b\n"
+                  "TrainConfig(model_name='org/m', tools=[add])\n")
+    loaded = _loaded_after(validation, ("peft", "trl", "datasets", "accelerate"))
+    assert loaded == "[]", f"validating a user tool imported the trainer stack: {loaded}"
