@@ -357,11 +357,13 @@ def test_two_workers_share_one_study_without_running_a_trial_twice(tmp_path: Pat
     config.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "action"}))
     gate = tmp_path / "in-a-trial"  # each worker's first trial waits here until the other worker is in one too
     gate.mkdir()
-    first = subprocess.Popen(_gated_search_command(config, gate), env=_env(), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    # the first worker's stderr goes to a file: an unread pipe fills up and blocks the worker mid-trial
+    first_log = tmp_path / "first-worker.log"
+    with first_log.open("w") as log:
+        first = subprocess.Popen(_gated_search_command(config, gate), env=_env(), stdout=subprocess.DEVNULL, stderr=log)
     _wait_for(lambda: len(_states(out)) >= 4 or first.poll() is not None, 300, "the first worker to queue the trials")
     second = subprocess.run(_gated_search_command(config, gate), env=_env(), capture_output=True, text=True, timeout=600)
-    assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
+    assert first.wait(timeout=600) == 0, first_log.read_text()[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]
 
     trials = load_study(out).trials
@@ -379,11 +381,13 @@ def test_ctrl_c_checkpoints_the_trial_queues_it_again_and_the_rerun_finishes(tmp
     config = tmp_path / "search.yaml"
     params = search_params(out, tiny_model, base=tiny_base(tiny_model, max_steps=60), n_trials=2)
     config.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "action"}))
-    first = subprocess.Popen(_search_command(config), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first_log = tmp_path / "first-run.log"  # a file, not an unread pipe that could fill and block the run
+    with first_log.open("w") as log:
+        first = subprocess.Popen(_search_command(config), env=_env(), stdout=subprocess.DEVNULL, stderr=log)
     metrics = out / "trial-0000" / "metrics.jsonl"
     _wait_for(lambda: metrics.is_file() or first.poll() is not None, 300, "trial 0 to be training")
     first.send_signal(signal.SIGINT)
-    assert first.wait(timeout=300) == 130, first.stderr.read()[-3000:]
+    assert first.wait(timeout=300) == 130, first_log.read_text()[-3000:]
     trials = load_study(out).trials
     assert [t.state.name for t in trials] == ["FAIL", "WAITING"] and trials[1].params == trials[0].params
     run = json.loads((out / "trial-0000" / "results.json").read_text())
