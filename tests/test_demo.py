@@ -99,4 +99,5 @@ def test_logs_plots_and_report(demo: tuple[Path, dict]) -> None:
         assert matplotlib.image.imread(png).ndim == 3
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "| SFT |" in report and "| GRPO |" in report and "carry" in report
+    assert report.splitlines()[2].startswith("A ~1M-parameter Qwen3 was trained by SFT")  # the model it ran on
     assert "grpo_curves.png" in report and "accuracy.png" in report

@@ -181,8 +181,9 @@ def run(argv: list[str] | None = None) -> int:
     if args.command == "demo" and args.task == "tools":  # docs/agentic.md
         from hello_agents_rl.workflows.demo_tools import run_demo as run_tools_demo
 
-        run_tools_demo("outputs/demo_tools" if args.output_dir == "outputs/demo" else args.output_dir,
-                       seed=args.seed, quick=args.quick)
+        default = "outputs/demo_tools_real" if args.model == "smollm2" else "outputs/demo_tools"
+        run_tools_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
+                       seed=args.seed, quick=args.quick, model=args.model)
         return 0
     if args.command == "demo":
         from hello_agents_rl.workflows.demo import run_demo

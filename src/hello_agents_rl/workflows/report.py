@@ -68,16 +68,21 @@ def pick_samples(sft: list[dict[str, Any]], grpo: list[dict[str, Any]], n: int =
     return spread + missed[len(missed) // 2 :][:1] + plain[len(plain) // 2 :][:1]
 
 
+MODEL_NAMES = {"tiny": "A ~1M-parameter Qwen3", "smollm2": "SmolLM2-135M-Instruct"}  # the demo's `model` values
+
+
 def write_report(out: Path, results: dict[str, Any], sft_details: list[dict], grpo_details: list[dict]) -> Path:
     out = Path(out)
     curves = plot_grpo_curves(read_metrics(out / "grpo" / METRICS), out / "grpo_curves.png")
     bars = plot_accuracy(results, out / "accuracy.png")
     gain = (results["grpo"]["accuracy"] - results["sft"]["accuracy"]) * 100
     recipe = results.get("recipe", {})
+    model = MODEL_NAMES.get(recipe.get("model", "tiny"), recipe.get("model"))
+    lora = ", LoRA" if recipe.get("use_lora") else ""
     lines = [
         "# SFT imitates, GRPO improves: the demo",
         "",
-        f"A ~1M-parameter Qwen3 learned `What is A + B?` by SFT from a demonstrator that forgets the carry "
+        f"{model}{lora} was trained by SFT on `What is A + B?` from a demonstrator that forgets the carry "
         f"{recipe.get('carry_error', 0.7):.0%} of the time, then trained with GRPO (reward: right final answer, "
         f"KL penalty {recipe.get('kl_coef')}). Seed {results.get('seed')}, wall time {results['wall_time_s']:.0f} s.",
         "",
