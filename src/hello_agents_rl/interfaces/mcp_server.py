@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.workflows.jobs import JobManager
 from hello_agents_rl.interfaces.mcp_guard import Guard
+from hello_agents_rl.interfaces.mcp_http import HttpAccess, http_access
 from hello_agents_rl.interfaces.schema import json_schema
 
 _JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "description": "The id a job-starting tool returned."}},
@@ -108,20 +110,26 @@ class RLServer:
         async with stdio_server() as (read, write):
             await self.server.run(read, write, self.server.create_initialization_options())
 
-    async def run_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
+    async def run_http(self, access: HttpAccess, port: int = 8000) -> None:
         import uvicorn
 
-        app = self.server.streamable_http_app(host=host)  # the SDK's Streamable HTTP app, at /mcp
-        await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+        app = self.server.streamable_http_app(**access.app_options())  # the SDK's Streamable HTTP app, at /mcp
+        await uvicorn.Server(uvicorn.Config(app, host=access.host, port=port, log_level="warning")).serve()
 
 
 def serve(roots: list[str], jobs_dir: str | None = None, trust_remote_code: bool = False,
-          http: bool = False, host: str = "127.0.0.1", port: int = 8000) -> None:
-    server = RLServer(roots, jobs_dir, trust_remote_code)  # refuses a missing --root before serving anything
-    if http:
-        anyio.run(server.run_http, host, port)
-    else:
+          http: bool = False, host: str = "127.0.0.1", port: int = 8000, allow_remote: bool = False,
+          token_file: str | None = None, allowed_hosts: list[str] | None = None,
+          storage_schemes: tuple[str, ...] = ()) -> None:
+    access = http_access(host, allow_remote, token_file, allowed_hosts) if http else None  # refused before binding
+    server = RLServer(roots, jobs_dir, trust_remote_code, storage_schemes)  # refuses a missing --root first too
+    if access is None:
         anyio.run(server.run_stdio)
+        return
+    if access.token is not None:
+        print(f"hello-agents-rl mcp: serving http://{host}:{port}/mcp to remote clients; every request needs "
+              "`Authorization: Bearer <token>`", file=sys.stderr)
+    anyio.run(server.run_http, access, port)
 
 
 def _error(message: str) -> types.CallToolResult:
