@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.workflows.jobs import JobManager
-from hello_agents_rl.interfaces.mcp_guard import Guard
+from hello_agents_rl.config.base import PathRole
+from hello_agents_rl.interfaces.mcp_guard import Guard, markers
 from hello_agents_rl.interfaces.mcp_http import HttpAccess, http_access
 from hello_agents_rl.interfaces.schema import json_schema
 
@@ -41,12 +43,26 @@ JOB_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "job_list": ("Every job this server's store knows, newest last, with its state.",
                  {"type": "object", "properties": {}, "additionalProperties": False}),
 }
+def _loads_a_model(name: str) -> bool:
+    """An action run in place (not a job) whose config names a model: it loads one in this process."""
+    action = ACTIONS[name]
+    return action.job is None and any(isinstance(marker, PathRole) and marker.kind == "model"
+                                      for key in action.config.model_fields for marker in markers(action.config, key))
+
+
+# transformers' loading is not thread-safe (concurrent from_pretrained calls once left lm_head randomly
+# initialised, or failed with "Cannot copy out of meta tensor"), and evaluation seeds torch's global RNG: such
+# calls wait for each other, in arrival order, and give the numbers they give one at a time
+IN_PLACE_MODEL_ACTIONS = tuple(name for name in ACTIONS if _loads_a_model(name))
+
+
 class RLServer:
     """The MCP server around the actions and a job store."""
 
     def __init__(self, roots: list[str | Path], jobs_dir: str | Path | None = None,
                  trust_remote_code: bool = False, storage_schemes: tuple[str, ...] = ()) -> None:
         self.guard = Guard(roots, trust_remote_code, storage_schemes)
+        self._model_lock = threading.Lock()  # see IN_PLACE_MODEL_ACTIONS
         self.jobs = JobManager(jobs_dir or self.guard.roots[0] / ".jobs", create=True)
         self.server = Server("hello-agents-rl", version=_version(), instructions=__doc__,
                              on_list_tools=self._list_tools, on_call_tool=self._call_tool,
@@ -102,6 +118,9 @@ class RLServer:
         self.guard.check(cfg.model_dump())  # defaults too (./models/<algorithm>_model must also lie under a root)
         if name in JOB_ACTIONS:
             return self.jobs.start(params)
+        if name in IN_PLACE_MODEL_ACTIONS:
+            with self._model_lock:
+                return ACTIONS[name].run(cfg)
         return ACTIONS[name].run(cfg)
 
     async def run_stdio(self) -> None:
