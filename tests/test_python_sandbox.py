@@ -182,3 +182,30 @@ def test_the_snippet_starts_in_an_empty_scratch_folder_that_is_removed(mode: str
     done = _run("import os; print(os.getcwd(), os.listdir('.')); open('left.txt', 'w').write('x')", mode)
     folder, listing = done.stdout.split(" ", 1)
     assert listing.strip() == "[]" and not Path(folder).exists()
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_descendants_die_with_a_killed_trainer(mode: str, tmp_path: Path) -> None:
+    """kill -9 of the trainer mid-snippet: the runner is told (parent-death signal) and kills the rest."""
+    escape = _ESCAPE + "while True: pass\n"
+    driver = (f"from hello_agents_rl.rollouts.sandbox import run_sandboxed; import sys; "
+              f"from hello_agents_rl.rollouts.tools import _PYTHON_BOOTSTRAP as B; "
+              f"run_sandboxed([sys.executable, '-I', '-c', B, {escape!r}, str(2**29), '30'], 20, mode={mode!r}, "
+              f"folder={str(tmp_path)!r})")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    trainer = subprocess.Popen([sys.executable, "-c", driver], env=env)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and trainer.poll() is None
+        time.sleep(0.05)
+    trainer.kill()
+    trainer.wait()
+    time.sleep(4)  # past the grandchild's write
+    assert not (tmp_path / "late").exists()
+
+
+def test_bubblewrap_drops_every_capability() -> None:
+    if sandbox_mode() != "bubblewrap":
+        pytest.skip("bubblewrap missing or not usable here")
+    done = _run("print([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0])", "bubblewrap")
+    assert done.stdout.strip() == "0000000000000000"
