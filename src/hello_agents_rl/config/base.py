@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import typing
-from typing import Annotated, Any, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -32,9 +33,30 @@ def checked(problem: Callable[[str], str | None]) -> AfterValidator:
     return AfterValidator(check)
 
 
-ModelSource = Annotated[str, checked(local_path_problem)]  # a hub id, or a path that exists
-WritableFolder = Annotated[str, checked(writable_problem)]
-WritableFile = Annotated[str, checked(lambda value: writable_problem(value, "file"))]
+@dataclass(frozen=True)
+class PathRole:
+    """Field metadata: the key names something on disk. A caller that confines paths (the MCP server's --root)
+    finds every such key here, at any depth, instead of keeping its own list of key names.
+
+    kind: `path` is always a path; `model` is a hub id or a local path (paths.looks_like_local_path); `dataset`
+    is a built-in name, a task, a hub id or a file; `storage` is a database URL."""
+
+    kind: Literal["path", "model", "dataset", "storage"] = "path"
+
+
+@dataclass(frozen=True)
+class SectionOf:
+    """Field metadata: a dict (or list of dicts) holding another config's keys. shape: `section` (a dict of its
+    keys: a pipeline stage, search's base), `space` (key -> choices or a range), `rows` (a list of such dicts)."""
+
+    model: type[BaseModel]
+    shape: Literal["section", "space", "rows"] = "section"
+
+
+LocalPath = Annotated[str, PathRole()]
+ModelSource = Annotated[str, checked(local_path_problem), PathRole("model")]  # a hub id, or a path that exists
+WritableFolder = Annotated[str, checked(writable_problem), PathRole()]
+WritableFile = Annotated[str, checked(lambda value: writable_problem(value, "file")), PathRole()]
 
 
 class Base(BaseModel):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from hello_agents_rl.config.base import MAX_SEED, Base, Count, require
+from hello_agents_rl.config.base import MAX_SEED, Base, Count, LocalPath, PathRole, require
 from hello_agents_rl.config.checks import check_task
 from hello_agents_rl.errors import did_you_mean
 from hello_agents_rl.paths import is_task_name
@@ -35,7 +35,7 @@ def _is_dataset_object(value: Any) -> bool:
 
 
 class DataConfig(Base):
-    dataset: Any = Field(
+    dataset: Annotated[Any, PathRole("dataset")] = Field(
         "gsm8k",
         description="`gsm8k`, `arithmetic` (the embedded synthetic task), `reasoning_gym:<task>` (a reasoning-gym "
         "generator), a .jsonl/.csv file, or a datasets.Dataset.",
@@ -44,7 +44,7 @@ class DataConfig(Base):
         default_factory=dict,
         description="`reasoning_gym:<task>` only: the generator's own parameters (size per split, difficulty ranges).",
     )
-    dataset_path: str | None = Field(
+    dataset_path: LocalPath | None = Field(
         None,
         description="Folder holding GSM8K's train.jsonl/test.jsonl (offline); else $HELLO_AGENTS_GSM8K, else the hub.",
     )

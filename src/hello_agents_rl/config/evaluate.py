@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from hello_agents_rl.config.base import Count, ModelSource, WritableFile, nested
+from hello_agents_rl.config.base import Count, ModelSource, PathRole, WritableFile, nested
 from hello_agents_rl.config.checks import check_tools
 from hello_agents_rl.config.data import DataConfig
 from hello_agents_rl.paths import local_path_problem
@@ -42,7 +42,7 @@ class EvaluateConfig(EvalOptions):
 class CompareConfig(EvalOptions):
     """`action: compare` -- several models on the same questions, as one table."""
 
-    models: dict[str, str] = Field(..., description="Name -> model, e.g. {base: Qwen/Qwen3-0.6B, sft: ./models/sft}.")
+    models: dict[str, Annotated[str, PathRole("model")]] = Field(..., description="Name -> model, e.g. {base: Qwen/Qwen3-0.6B, sft: ./models/sft}.")
     report_path: WritableFile | None = Field(None, description="Also write the comparison as markdown to this file.")
 
     @field_validator("models")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from hello_agents_rl.config.base import WritableFolder, nested
+from hello_agents_rl.config.base import SectionOf, WritableFolder, nested
 from hello_agents_rl.config.evaluate import EvaluateConfig, evaluation_of
 from hello_agents_rl.config.train import TrainConfig
 
@@ -19,9 +19,9 @@ class PipelineConfig(TrainConfig):
     """
 
     output_dir: WritableFolder | None = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
-    sft: dict[str, Any] = Field(default_factory=dict, description="SFT parameters (any train key), over the shared ones.")
-    grpo: dict[str, Any] = Field(default_factory=dict, description="GRPO parameters (any train key), over the shared ones.")
-    evaluation: dict[str, Any] = Field(
+    sft: Annotated[dict[str, Any], SectionOf(TrainConfig)] = Field(default_factory=dict, description="SFT parameters (any train key), over the shared ones.")
+    grpo: Annotated[dict[str, Any], SectionOf(TrainConfig)] = Field(default_factory=dict, description="GRPO parameters (any train key), over the shared ones.")
+    evaluation: Annotated[dict[str, Any], SectionOf(EvaluateConfig)] = Field(
         default_factory=dict, description="Evaluation parameters (split, max_samples, max_new_tokens, batch_size...)."
     )
 

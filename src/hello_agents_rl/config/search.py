@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hello_agents_rl.config.base import MAX_SEED, Base, Count, nested, numeric_kinds, read_number
+from hello_agents_rl.config.base import (MAX_SEED, Base, Count, LocalPath, PathRole, SectionOf, nested, numeric_kinds,
+                                         read_number)
 from hello_agents_rl.config.evaluate import EvaluateConfig, evaluation_of
 from hello_agents_rl.config.train import TrainConfig
 from hello_agents_rl.errors import did_you_mean
@@ -20,8 +21,8 @@ RANGE_KEYS = ("low", "high", "log", "step")
 class SearchConfig(Base):
     """`action: search` -- the book's section 11.6 on Optuna: every trial is a full training run in its own folder."""
 
-    base: dict[str, Any] = Field(default_factory=dict, description="Train keys every trial shares (any train key).")
-    space: dict[str, Any] = Field(
+    base: Annotated[dict[str, Any], SectionOf(TrainConfig)] = Field(default_factory=dict, description="Train keys every trial shares (any train key).")
+    space: Annotated[dict[str, Any], SectionOf(TrainConfig, "space")] = Field(
         default_factory=lambda: {
             "learning_rate": {"low": 1e-6, "high": 1e-4, "log": True},
             "kl_coef": [0.01, 0.05, 0.1],
@@ -41,18 +42,18 @@ class SearchConfig(Base):
         description="accuracy: greedy accuracy on the evaluation split after training; reward: the last "
         "periodic eval reward (or train reward without eval_steps). Maximised.",
     )
-    evaluation: dict[str, Any] = Field(
+    evaluation: Annotated[dict[str, Any], SectionOf(EvaluateConfig)] = Field(
         default_factory=dict,
         description="Evaluate keys for the accuracy objective; default: the base's dataset, split test, 200 questions.",
     )
-    enqueue: list[dict[str, Any]] = Field(
+    enqueue: Annotated[list[dict[str, Any]], SectionOf(TrainConfig, "rows")] = Field(
         default_factory=list, description="Configurations (space keys -> values) to try first, e.g. the hand-picked one."
     )
-    storage: str | None = Field(
+    storage: Annotated[str, PathRole("storage")] | None = Field(
         None, description="Optuna RDB URL holding the study; None = sqlite:///<output_dir>/study.db."
     )
     study_name: str = Field("search", min_length=1, description="Study name in the storage; workers with the same one share it.")
-    output_dir: str = Field("./runs/search", description="trial-NNNN/ folders, report.md, plots and best_config.yaml.")
+    output_dir: LocalPath = Field("./runs/search", description="trial-NNNN/ folders, report.md, plots and best_config.yaml.")
     seed: int | None = Field(
         None, ge=0, le=MAX_SEED,
         description="Sampler seed, plus the number of trials already in the study (a rerun draws anew); None = fresh per worker.",

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hello_agents_rl.config.base import Base, Count, ModelSource, WritableFolder, require
+from hello_agents_rl.config.base import Base, Count, LocalPath, ModelSource, WritableFolder, require
 from hello_agents_rl.config.checks import check_reward, check_tools, check_vllm_installed
 from hello_agents_rl.config.data import DataConfig, split_problem
 from hello_agents_rl.config.doctor import thresholds_problem
@@ -137,7 +137,7 @@ class TrainConfig(DataConfig, ModelConfig):
         default_factory=lambda: ["tensorboard"],
         description="tensorboard, wandb, or none; wandb is added when WANDB_PROJECT is set.",
     )
-    resume_from_checkpoint: bool | str | None = Field(
+    resume_from_checkpoint: bool | LocalPath | None = Field(
         None, description="true = the latest checkpoint in output_dir, or a checkpoint path."
     )
     doctor_thresholds: dict[str, int | float] = Field(

@@ -100,8 +100,15 @@ def _agent_parsers(sub: Any) -> None:
     mcp.add_argument("--trust-remote-code", action="store_true",
                      help="Allow trust_remote_code and imported tools/environments in calls (off: refused).")
     mcp.add_argument("--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
-    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--host", default="127.0.0.1", help="Loopback unless --allow-remote (docs/agents.md, Security).")
     mcp.add_argument("--port", type=int, default=8000)
+    mcp.add_argument("--allow-remote", action="store_true",
+                     help="Serve a non-loopback --host; needs a bearer token ($HELLO_AGENTS_RL_MCP_TOKEN or --token-file).")
+    mcp.add_argument("--token-file", help="With --allow-remote: a file (chmod 600) holding the bearer token.")
+    mcp.add_argument("--allowed-host", action="append", metavar="NAME",
+                     help="With --allow-remote: a Host name clients use (repeat for more); needed for 0.0.0.0.")
+    mcp.add_argument("--allow-storage", action="append", default=[], metavar="SCHEME",
+                     help="Let search calls use this database scheme (e.g. postgresql) besides sqlite under --root.")
     serve = sub.add_parser("serve", help="Serve a trained model over an OpenAI-compatible API (vLLM or transformers serve).")
     serve.add_argument("model", help="A run's output_dir, its model/ or adapter/ folder (an adapter is merged first).")
     serve.add_argument("--host", default="127.0.0.1")
@@ -203,7 +210,8 @@ def _agent_command(args: argparse.Namespace) -> int:
     if args.command == "mcp":
         from hello_agents_rl.interfaces.mcp_server import serve
 
-        serve(args.root, args.jobs_dir, args.trust_remote_code, args.http, args.host, args.port)
+        serve(args.root, args.jobs_dir, args.trust_remote_code, args.http, args.host, args.port, args.allow_remote,
+              args.token_file, args.allowed_host, tuple(args.allow_storage))
         return 0
     if args.command == "serve":
         from hello_agents_rl.workflows.serve import serve as serve_model

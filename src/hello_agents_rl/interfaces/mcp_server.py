@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,11 @@ from mcp.server.lowlevel import Server
 
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
-from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
-from hello_agents_rl.paths import looks_like_local_path
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.workflows.jobs import JobManager
+from hello_agents_rl.config.base import PathRole
+from hello_agents_rl.interfaces.mcp_guard import Guard, markers
+from hello_agents_rl.interfaces.mcp_http import HttpAccess, http_access
 from hello_agents_rl.interfaces.schema import json_schema
 
 _JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "description": "The id a job-starting tool returned."}},
@@ -40,72 +43,26 @@ JOB_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "job_list": ("Every job this server's store knows, newest last, with its state.",
                  {"type": "object", "properties": {}, "additionalProperties": False}),
 }
-# Keys whose string values name files or folders (at any depth: pipeline stages, search base, evaluation).
-_PATH_KEYS = {"model_name", "model_path", "output_dir", "dataset", "dataset_path", "details_path", "report_path",
-              "resume_from_checkpoint", "storage"}
+def _loads_a_model(name: str) -> bool:
+    """An action run in place (not a job) whose config names a model: it loads one in this process."""
+    action = ACTIONS[name]
+    return action.job is None and any(isinstance(marker, PathRole) and marker.kind == "model"
+                                      for key in action.config.model_fields for marker in markers(action.config, key))
 
 
-class Guard:
-    """What an agent may ask for: paths under the allowed roots, no foreign code unless the server allows it."""
-
-    def __init__(self, roots: list[str | Path], trust_remote_code: bool = False) -> None:
-        if not roots:
-            raise ConfigError("--root: give at least one folder the server may read and write")
-        self.roots = [Path(r).expanduser().resolve() for r in roots]
-        for root in self.roots:
-            if not root.is_dir():
-                raise ConfigError(f"--root: {root} is not a folder")
-        self.trust_remote_code = trust_remote_code
-
-    def check(self, params: Any, where: str = "") -> None:
-        """Raise ConfigError naming the first key that reaches outside the roots or asks for foreign code."""
-        if isinstance(params, list):
-            for i, item in enumerate(params):
-                self.check(item, f"{where}.{i}" if where else str(i))
-            return
-        if not isinstance(params, dict):
-            return
-        for key, value in params.items():
-            name = f"{where}.{key}" if where else str(key)
-            if key == "trust_remote_code" and value and not self.trust_remote_code:
-                raise ConfigError(f"`{name}`: this server does not run a model repository's own code; "
-                                  "start it with --trust-remote-code to allow it")
-            if key == "tools" and isinstance(value, list):
-                for i, tool in enumerate(value):
-                    if tool not in BUILTIN_TOOLS and not self.trust_remote_code:
-                        raise ConfigError(f"`{name}.{i}`: {tool!r} is not a built-in tool ({', '.join(BUILTIN_TOOLS)}); "
-                                          "importing code needs a server started with --trust-remote-code")
-            elif key == "environment" and value is not None and not self.trust_remote_code:
-                raise ConfigError(f"`{name}`: an environment class is imported code; start the server with "
-                                  "--trust-remote-code to allow it")
-            elif key == "models" and isinstance(value, dict):
-                for label, path in value.items():
-                    self._path(f"{name}.{label}", path, model=True)
-            elif key in _PATH_KEYS and isinstance(value, str):
-                self._path(name, value, model=key in ("model_name", "model_path", "dataset"))
-            elif isinstance(value, (dict, list)):
-                self.check(value, name)
-
-    def _path(self, name: str, value: str, model: bool = False) -> None:
-        if name.rsplit(".", 1)[-1] == "storage":
-            if not value.startswith("sqlite:///"):
-                raise ConfigError(f"`{name}`: only an SQLite file under the allowed folders (sqlite:///<path>) over MCP")
-            value = value.removeprefix("sqlite:///")
-        elif model and not (looks_like_local_path(value) or value.endswith((".jsonl", ".json", ".csv"))):
-            return  # a hub id or a built-in dataset name, not a path
-        path = Path(value).expanduser()
-        path = (path if path.is_absolute() else Path.cwd() / path).resolve()  # symlinks and .. resolved
-        if not any(path == root or root in path.parents for root in self.roots):
-            raise ConfigError(f"`{name}`: {value} is outside the folders this server may use "
-                              f"({', '.join(map(str, self.roots))}); give a path under one of them")
+# transformers' loading is not thread-safe (concurrent from_pretrained calls once left lm_head randomly
+# initialised, or failed with "Cannot copy out of meta tensor"), and evaluation seeds torch's global RNG: such
+# calls wait for each other, in arrival order, and give the numbers they give one at a time
+IN_PLACE_MODEL_ACTIONS = tuple(name for name in ACTIONS if _loads_a_model(name))
 
 
 class RLServer:
     """The MCP server around the actions and a job store."""
 
     def __init__(self, roots: list[str | Path], jobs_dir: str | Path | None = None,
-                 trust_remote_code: bool = False) -> None:
-        self.guard = Guard(roots, trust_remote_code)
+                 trust_remote_code: bool = False, storage_schemes: tuple[str, ...] = ()) -> None:
+        self.guard = Guard(roots, trust_remote_code, storage_schemes)
+        self._model_lock = threading.Lock()  # see IN_PLACE_MODEL_ACTIONS
         self.jobs = JobManager(jobs_dir or self.guard.roots[0] / ".jobs", create=True)
         self.server = Server("hello-agents-rl", version=_version(), instructions=__doc__,
                              on_list_tools=self._list_tools, on_call_tool=self._call_tool,
@@ -161,6 +118,9 @@ class RLServer:
         self.guard.check(cfg.model_dump())  # defaults too (./models/<algorithm>_model must also lie under a root)
         if name in JOB_ACTIONS:
             return self.jobs.start(params)
+        if name in IN_PLACE_MODEL_ACTIONS:
+            with self._model_lock:
+                return ACTIONS[name].run(cfg)
         return ACTIONS[name].run(cfg)
 
     async def run_stdio(self) -> None:
@@ -169,20 +129,26 @@ class RLServer:
         async with stdio_server() as (read, write):
             await self.server.run(read, write, self.server.create_initialization_options())
 
-    async def run_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
+    async def run_http(self, access: HttpAccess, port: int = 8000) -> None:
         import uvicorn
 
-        app = self.server.streamable_http_app(host=host)  # the SDK's Streamable HTTP app, at /mcp
-        await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+        app = self.server.streamable_http_app(**access.app_options())  # the SDK's Streamable HTTP app, at /mcp
+        await uvicorn.Server(uvicorn.Config(app, host=access.host, port=port, log_level="warning")).serve()
 
 
 def serve(roots: list[str], jobs_dir: str | None = None, trust_remote_code: bool = False,
-          http: bool = False, host: str = "127.0.0.1", port: int = 8000) -> None:
-    server = RLServer(roots, jobs_dir, trust_remote_code)  # refuses a missing --root before serving anything
-    if http:
-        anyio.run(server.run_http, host, port)
-    else:
+          http: bool = False, host: str = "127.0.0.1", port: int = 8000, allow_remote: bool = False,
+          token_file: str | None = None, allowed_hosts: list[str] | None = None,
+          storage_schemes: tuple[str, ...] = ()) -> None:
+    access = http_access(host, allow_remote, token_file, allowed_hosts) if http else None  # refused before binding
+    server = RLServer(roots, jobs_dir, trust_remote_code, storage_schemes)  # refuses a missing --root first too
+    if access is None:
         anyio.run(server.run_stdio)
+        return
+    if access.token is not None:
+        print(f"hello-agents-rl mcp: serving http://{host}:{port}/mcp to remote clients; every request needs "
+              "`Authorization: Bearer <token>`", file=sys.stderr)
+    anyio.run(server.run_http, access, port)
 
 
 def _error(message: str) -> types.CallToolResult:

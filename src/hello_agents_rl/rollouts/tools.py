@@ -10,16 +10,13 @@ import math
 import importlib
 import inspect
 import operator
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import types
 from fractions import Fraction
 from typing import Any, Callable
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
+from hello_agents_rl.rollouts.sandbox import SandboxError, run_sandboxed
 
 class ToolFailure(Exception):
     """A failed call: raised by a tool (or its guard) so that TRL counts it."""
@@ -104,27 +101,20 @@ def python(code: str) -> str:
     Args:
         code: Python source code; print() the values you want back.
     """
-    # Process isolation, not a security boundary: the snippet runs as this user, in a fresh interpreter
-    # (-I: no user site, no PYTHON* variables), an empty temporary folder, an empty environment, with
-    # a wall-time limit (the whole process group is killed), an address-space limit and a 1 MiB file limit.
-    with tempfile.TemporaryDirectory(prefix="hello-agents-python-") as folder:
-        child = subprocess.Popen(
-            [sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, str(code), str(PYTHON_MEMORY_LIMIT_BYTES),
-             str(math.ceil(PYTHON_TIME_LIMIT_S) + 1)],
-            cwd=folder, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            out, err = child.communicate(timeout=PYTHON_TIME_LIMIT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            raise ToolFailure(f"python: timed out after {PYTHON_TIME_LIMIT_S:g} s") from None
-    stdout, stderr = (b.decode("utf-8", errors="replace") for b in (out, err))
-    if child.returncode != 0:
-        last = stderr.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+    # a fresh interpreter (-I: no user site, no PYTHON* variables) in the sandbox (rollouts/sandbox.py: bubblewrap,
+    # or the fallback), with a wall-time limit (every descendant is killed), an address-space, a CPU-time and a
+    # 1 MiB file limit
+    try:
+        done = run_sandboxed([sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, str(code), str(PYTHON_MEMORY_LIMIT_BYTES),
+                              str(math.ceil(PYTHON_TIME_LIMIT_S) + 1)], PYTHON_TIME_LIMIT_S)
+    except SandboxError as error:
+        raise ToolFailure(f"python: {error}") from None
+    if done.timed_out:
+        raise ToolFailure(f"python: timed out after {PYTHON_TIME_LIMIT_S:g} s")
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         raise ToolFailure(f"python: {last[0][-300:]}")
-    return stdout.strip() or "(no output; print() the values you want back)"
+    return done.stdout.strip() or "(no output; print() the values you want back)"
 
 
 BUILTIN_TOOLS: dict[str, Callable[..., Any]] = {"calculator": calculator, "python": python}
