@@ -86,8 +86,8 @@ class SearchConfig(Base):
         # numbers read as the train keys read them (YAML's 1e-3 is a string): Optuna gets numbers, not strings
         object.__setattr__(self, "space", {key: _dimension(key, spec, self.base, self.sampler)
                                            for key, spec in self.space.items()})
-        if self.objective == "reward" and base.algorithm != "grpo":
-            raise ValueError("`objective`: reward needs algorithm grpo in base (SFT has no reward); use accuracy")
+        if self.objective == "reward":
+            _every_trial_has_a_reward(base.algorithm, self.space)
         for i, row in enumerate(self.enqueue):
             unknown = [key for key in row if key not in self.space]
             if unknown:
@@ -174,6 +174,17 @@ def _dimension(key: str, spec: Any, base: dict[str, Any], sampler: str) -> Any:
     for value in (low, high):  # the key's own bounds, e.g. lora_rank >= 1, kl_coef >= 0
         nested(TrainConfig, {**base, key: value}, f"space.{key}")
     return read
+
+
+def _every_trial_has_a_reward(base_algorithm: str, space: dict[str, Any]) -> None:
+    """objective reward: SFT logs no reward, so every algorithm a trial can draw must be grpo."""
+    if "algorithm" in space:
+        others = sorted({str(a) for a in space["algorithm"]} - {"grpo"})  # a list: algorithm is not a number
+        if others:
+            raise ValueError(f"`space.algorithm`: objective reward needs algorithm grpo in every trial, and "
+                             f"{others[0]} has no reward; drop {others[0]} from space.algorithm or use objective accuracy")
+    elif base_algorithm != "grpo":
+        raise ValueError("`objective`: reward needs algorithm grpo in base (SFT has no reward); use accuracy")
 
 
 def _refuse_nonfinite(value: Any, where: str) -> None:
