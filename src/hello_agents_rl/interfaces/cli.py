@@ -108,7 +108,7 @@ def _agent_parsers(sub: Any) -> None:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--engine", default="auto", choices=["auto", "vllm", "transformers"],
                        help="auto: vLLM on a CUDA GPU when installed, else transformers serve.")
-    serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default <adapter>-merged beside it.")
+    serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default $HELLO_AGENTS_CACHE/merged (~/.cache/hello_agents_rl/merged).")
     serve.add_argument("--dry-run", action="store_true", help="Print the engine command instead of running it.")
     serve.add_argument("--load-in-8bit", action="store_true",
                        help="Load the weights in 8 bits (bitsandbytes, CUDA GPU only; refused elsewhere).")
