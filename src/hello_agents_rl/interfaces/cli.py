@@ -16,6 +16,7 @@ from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.config import describe_fields
 from hello_agents_rl.distributed import is_main_process
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.interfaces.console import quiet_console
 
 COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
 
@@ -220,6 +221,7 @@ def _agent_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_console()  # before any library is imported: their progress bars read it then
     try:
         code = run(argv)
     except ConfigError as error:
