@@ -30,12 +30,12 @@ def merge_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def lora_run(tiny_model: str, merge_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real training run that kept only its LoRA adapter (merge_lora: false); a learning rate high enough
-    that the adapter changes the answers."""
+    """A real training run that kept only its LoRA adapter (merge_lora: false). Its learning rate changes the
+    tiny model's greedy answers (measured: the first of evaluate's three) without collapsing them to whitespace."""
     run = tmp_path_factory.mktemp("served") / "run"
     result = RLTrainingTool().run({
         "action": "train", "algorithm": "sft", "model_name": tiny_model, "output_dir": str(run),
-        "dataset": "arithmetic", "max_samples": 8, "max_steps": 2, "batch_size": 4, "learning_rate": 5e-2,
+        "dataset": "arithmetic", "max_samples": 8, "max_steps": 2, "batch_size": 4, "learning_rate": 1e-3,
         "use_lora": True, "lora_rank": 4, "lora_alpha": 8, "merge_lora": False, "report_to": "none"})
     assert result["status"] == "completed" and not (run / "model").exists() and (run / "results.json").is_file()
     return run
@@ -125,7 +125,8 @@ def test_the_served_model_answers_as_evaluate_does(served: dict) -> None:
         messages = ([{"role": "system", "content": served["system"]}] if served["system"] else []) + [
             {"role": "user", "content": detail["question"]}]
         reply = client.chat.completions.create(model=served["model"], messages=messages, temperature=0, max_tokens=12)
-        assert reply.choices[0].message.content == detail["completion"], detail["question"]
+        # the server strips the text around a message (the tiny model's answers may start with newlines)
+        assert reply.choices[0].message.content.strip() == detail["completion"].strip(), detail["question"]
 
 
 AGENT = """
@@ -151,7 +152,7 @@ def test_a_hello_agents_agent_answers_through_the_server(served: dict, fresh_ven
     questions = [d["question"] for d in served["details"]]
     out = venv.run("-c", AGENT, json.dumps([served["base_url"], served["model"], served["system"], questions]))
     answers = json.loads(out.strip().splitlines()[-1])
-    assert answers == [d["completion"] for d in served["details"]]
+    assert [a.strip() for a in answers] == [d["completion"].strip() for d in served["details"]]  # as above
 
 
 def test_8bit_loading_is_refused_where_the_hardware_cannot_and_planned_where_it_can(
