@@ -70,10 +70,11 @@ class SearchConfig(Base):
     @field_validator("storage")
     @classmethod
     def _rdb_url(cls, value: str | None) -> str | None:
-        if value is not None and "://" not in value:
+        if value is None:
+            return value
+        if "://" not in value:
             raise ValueError(f"not a database URL: {value!r}; e.g. sqlite:///runs/search.db or postgresql://user@host/db")
-        if value is not None:
-            _check_driver(value)
+        _check_driver(value)
         return value
 
     @model_validator(mode="after")
