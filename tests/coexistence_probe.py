@@ -29,6 +29,11 @@ def ours_alone() -> str:
     import hello_agents_rl.interfaces.tool
 
     assert RLTrainingTool is hello_agents_rl.interfaces.tool.RLTrainingTool
+    import hello_agents
+    import hello_agents.tools
+
+    assert hello_agents.IS_STANDIN and hello_agents.__version__.startswith("0.0.0+")  # says what it is
+    assert "RLTrainingTool" in dir(hello_agents.tools)
     result = RLTrainingTool().run(REWARD_CALL)
     assert result["scores"] == [1.0, 0.0] and isinstance(result["scores"][0], float), result
     try:
@@ -48,7 +53,8 @@ def both() -> str:
 
     import hello_agents_rl.interfaces.tool
 
-    assert hello_agents.__version__ == version  # their package, not a stand-in
+    assert hello_agents.__version__ == version and not hasattr(hello_agents, "IS_STANDIN")  # theirs, not a stand-in
+    assert "RLTrainingTool" in dir(hello_agents.tools)
     assert issubclass(RLTrainingTool, Tool) and issubclass(RLTrainingTool, hello_agents_rl.interfaces.tool.RLTrainingTool)
     tool = RLTrainingTool()
     result = tool.run(REWARD_CALL)  # the book: a dict in, a dict of numbers out

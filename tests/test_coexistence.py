@@ -8,6 +8,7 @@ other must still work (tests/coexistence_probe.py checks what a user sees at eac
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Callable
@@ -67,3 +68,14 @@ def test_a_folder_left_behind_by_an_uninstall_does_not_hide_the_book_line(tmp_pa
     code = ("from hello_agents.tools import RLTrainingTool; import hello_agents_rl.interfaces.tool as t; "
             "assert RLTrainingTool is t.RLTrainingTool; print('ok')")
     assert run_command(sys.executable, "-c", code, cwd=tmp_path).strip() == "ok"
+
+
+def test_the_stand_in_says_what_it_is(tmp_path: Path) -> None:
+    """Without hello-agents, probing code can tell the stand-in from the real package (docs/agents.md)."""
+    code = ("import json, hello_agents, hello_agents.tools as tools; "
+            "print(json.dumps([hello_agents.__version__, hello_agents.IS_STANDIN, tools.IS_STANDIN, dir(tools)]))")
+    out = run_command(sys.executable, "-c", code, cwd=tmp_path, env={"PYTHONPATH": str(ROOT / "src")})  # this checkout
+    version, marker, tools_marker, listed = json.loads(out)
+    assert version.startswith("0.0.0+") and "standin" in version  # sorts below every hello-agents release
+    assert marker is True and tools_marker is True
+    assert "RLTrainingTool" in listed

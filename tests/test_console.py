@@ -50,6 +50,26 @@ def test_log_lines_in_a_file_are_whole_lines(tiny_model: str, tmp_path: Path) ->
     assert not re.search(r"\|\s*\d/3 \[", text), "no training progress bar in a file"
 
 
+def test_a_pipe_gets_no_progress_bar_and_no_dependency_deprecation(tiny_model: str, tmp_path: Path) -> None:
+    """`make demo | tee log`: what reaches a pipe is the book's lines, not bars nor transformers' FutureWarning
+    about TRL's own call (`is_gradient_checkpointing`)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS"):
+        env.pop(name, None)  # as a user's shell has them: unset
+    done = subprocess.run([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", f"--model_name={tiny_model}",
+                           f"--output_dir={tmp_path / 'out'}", "--algorithm=sft", "--dataset=arithmetic",
+                           "--max_samples=8", "--max_steps=2", "--batch_size=4", "--use_lora=true",
+                           "--gradient_checkpointing=true", "--report_to=none"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for text in (done.stdout, done.stderr):
+        for noise in ("is_gradient_checkpointing is deprecated", "FutureWarning", "Loading weights",
+                      "Writing model shards"):
+            assert noise not in text, text[-3000:]
+        assert not re.search(r"\d+%\|", text), f"a progress bar in a pipe:\n{text[-3000:]}"
+    assert "Epoch 1/1 | Step 2/2 | Loss: " in done.stderr + done.stdout  # the book's lines still come
+
+
 # --- deprecation warnings our calls cause ---------------------------------------------------------------
 
 

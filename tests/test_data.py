@@ -69,6 +69,19 @@ def test_custom_jsonl_csv_and_dataset(tmp_path: Path) -> None:
     assert load(_cfg(dataset=ds))["ground_truth"] == ["2"]
 
 
+@pytest.mark.parametrize("answer", ["74 + 5 = 79. Final Answer: 79", "74 + 5 = 79\n#### 79", "74 + 5 = \\boxed{79}",
+                                    "The answer is 79.", "79"])
+def test_a_custom_answer_in_any_form_the_reward_reads_is_accepted(tmp_path: Path, answer: str) -> None:
+    """The ground truth is read by the reward's own final-answer parser: what the reward reads, a file may say."""
+    import json
+
+    from hello_agents_rl.rewards import extract_answer
+
+    (tmp_path / "d.jsonl").write_text(json.dumps({"question": "What is 74 + 5?", "answer": answer}) + "\n")
+    rows = load(_cfg(dataset=str(tmp_path / "d.jsonl")))
+    assert rows["ground_truth"] == ["79"] and extract_answer(answer) == 79
+
+
 @pytest.mark.parametrize(
     ("content", "match"),
     [

@@ -78,6 +78,8 @@ def test_bad_space_is_refused_naming_the_key(tmp_path: Path, space: dict, messag
     [
         ({"sampler": "grid", "space": {"learning_rate": {"low": 1e-6, "high": 1e-4}}}, "grid sampler needs a finite list"),
         ({"base": {"algorithm": "sft", "dataset": "arithmetic"}, "objective": "reward"}, "`objective`: reward needs algorithm grpo"),
+        ({"space": {"algorithm": ["sft"]}, "objective": "reward"}, "`space.algorithm`: objective reward needs algorithm grpo"),
+        ({"space": {"algorithm": ["grpo", "sft"]}, "objective": "reward"}, "`space.algorithm`: objective reward needs"),
         ({"base": {"dataset": "arithmetic", "output_dir": "elsewhere"}}, "`base.output_dir`: the search sets it"),
         ({"base": {"dataset": "arithmetic", "learnin_rate": 1e-5}}, "did you mean `learning_rate`?"),
         ({"base": {"dataset": "arithmetic", "kl_coef": float("nan")}}, "`base.kl_coef`: must be a finite number"),
@@ -104,6 +106,23 @@ def test_cli_refuses_a_bad_search_config_with_status_2(tmp_path: Path, capsys: p
         cli.main(["search", "--config", str(config)])
     assert exit_.value.code == 2
     assert "`space.lora_rank`" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_yaml_search_with_unquoted_exponents_trains_on_numbers(tmp_path: Path, tiny_model: str) -> None:
+    """PyYAML reads `1e-3` as a string; the search reads it as a train key does: trials get numbers in range."""
+    out = tmp_path / "s"
+    config = tmp_path / "search.yaml"
+    config.write_text(f"output_dir: {out}\nn_trials: 1\nobjective: reward\nsampler: random\n"
+                      f"base: {json.dumps(tiny_base(tiny_model))}\n"
+                      "space:\n  learning_rate: {low: 1e-5, high: 1e-3, log: true}\n  kl_coef: [1e-3, 5e-2]\n")
+    assert yaml.safe_load(config.read_text())["space"]["kl_coef"] == ["1e-3", "5e-2"]  # the case this is about
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["search", "--config", str(config)])
+    assert exit_.value.code == 0
+    trial = yaml.safe_load((out / "trial-0000" / "config.yaml").read_text())
+    assert isinstance(trial["learning_rate"], float) and 1e-5 <= trial["learning_rate"] <= 1e-3
+    assert trial["kl_coef"] in (1e-3, 5e-2)
 
 
 @pytest.mark.parametrize("name", ["search_demo.yaml", "search_gsm8k_grpo.yaml"])

@@ -16,6 +16,10 @@ from hello_agents_rl.errors import did_you_mean
 
 SEARCH_OWNS = {"output_dir", "overwrite_output_dir", "resume_from_checkpoint"}
 RANGE_KEYS = ("low", "high", "log", "step")
+# The package that provides each database driver SQLAlchemy may pick (its default for postgresql:// is psycopg
+# since SQLAlchemy 2.1, psycopg2 before); any other is named by its module.
+DRIVER_PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "mysqldb": "mysqlclient",
+                   "pymysql": "PyMySQL", "mysqlconnector": "mysql-connector-python"}
 
 
 class SearchConfig(Base):
@@ -67,8 +71,11 @@ class SearchConfig(Base):
     @field_validator("storage")
     @classmethod
     def _rdb_url(cls, value: str | None) -> str | None:
-        if value is not None and "://" not in value:
+        if value is None:
+            return value
+        if "://" not in value:
             raise ValueError(f"not a database URL: {value!r}; e.g. sqlite:///runs/search.db or postgresql://user@host/db")
+        _check_driver(value)
         return value
 
     @model_validator(mode="after")
@@ -87,8 +94,8 @@ class SearchConfig(Base):
         # numbers read as the train keys read them (YAML's 1e-3 is a string): Optuna gets numbers, not strings
         object.__setattr__(self, "space", {key: _dimension(key, spec, self.base, self.sampler)
                                            for key, spec in self.space.items()})
-        if self.objective == "reward" and base.algorithm != "grpo":
-            raise ValueError("`objective`: reward needs algorithm grpo in base (SFT has no reward); use accuracy")
+        if self.objective == "reward":
+            _every_trial_has_a_reward(base.algorithm, self.space)
         for i, row in enumerate(self.enqueue):
             unknown = [key for key in row if key not in self.space]
             if unknown:
@@ -175,6 +182,36 @@ def _dimension(key: str, spec: Any, base: dict[str, Any], sampler: str) -> Any:
     for value in (low, high):  # the key's own bounds, e.g. lora_rank >= 1, kl_coef >= 0
         nested(TrainConfig, {**base, key: value}, f"space.{key}")
     return read
+
+
+def _check_driver(url: str) -> None:
+    """The database and its driver as SQLAlchemy (Optuna's RDB storage) will load them, before anything runs."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    scheme = url.split("://", 1)[0]
+    try:
+        dialect = make_url(url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError):
+        raise ValueError(f"{scheme}:// is not a database SQLAlchemy knows; e.g. sqlite:///runs/search.db or "
+                         "postgresql://user@host/db") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as error:
+        package = DRIVER_PACKAGES.get(dialect.driver, error.name or dialect.driver)
+        raise ValueError(f"{scheme}:// needs the database driver {dialect.driver}, which is not installed: "
+                         f"pip install '{package}'") from None
+
+
+def _every_trial_has_a_reward(base_algorithm: str, space: dict[str, Any]) -> None:
+    """objective reward: SFT logs no reward, so every algorithm a trial can draw must be grpo."""
+    if "algorithm" in space:
+        others = sorted({str(a) for a in space["algorithm"]} - {"grpo"})  # a list: algorithm is not a number
+        if others:
+            raise ValueError(f"`space.algorithm`: objective reward needs algorithm grpo in every trial, and "
+                             f"{others[0]} has no reward; drop {others[0]} from space.algorithm or use objective accuracy")
+    elif base_algorithm != "grpo":
+        raise ValueError("`objective`: reward needs algorithm grpo in base (SFT has no reward); use accuracy")
 
 
 def _refuse_nonfinite(value: Any, where: str) -> None:

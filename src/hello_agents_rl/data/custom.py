@@ -97,7 +97,7 @@ def build_rows(
         if truth is None:
             raise ConfigError(
                 f"{source}:{where}: answer {str(record[answer_column])[-60:]!r} has no final number; "
-                "end it with '#### <number>' or give the number alone"
+                "end it with 'Final Answer: <number>', '#### <number>' or '\\boxed{<number>}', or give the number alone"
             )
         question = str(record[question_column])
         rows["question"].append(question)

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # typing costs ~8 ms, and this module loads at every Python s
     from typing import Any
 
 PACKAGE, TOOLS, NAME = "hello_agents", "hello_agents.tools", "RLTrainingTool"
+# What the stand-ins say they are: a version below every hello-agents release, and a marker attribute that
+# probing code reads as `getattr(hello_agents, "IS_STANDIN", False)` (hello-agents itself has no such name).
+STANDIN_VERSION = "0.0.0+hello-agents-rl.standin"
 
 
 class BookImportFinder:  # a sys.meta_path finder
@@ -63,6 +66,9 @@ class StandInLoader:  # an importlib loader
 
     def exec_module(self, module: ModuleType) -> None:
         module.__doc__ = "Stand-in for hello-agents (not installed): holds the book's RLTrainingTool (hello-agents-rl)."
+        module.IS_STANDIN = True  # type: ignore[attr-defined]
+        if module.__name__ == PACKAGE:
+            module.__version__ = STANDIN_VERSION  # type: ignore[attr-defined]
         if module.__name__ == TOOLS:
             offer_tool(module)
 
@@ -84,6 +90,9 @@ def offer_tool(module: ModuleType) -> None:
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
 
     module.__getattr__ = __getattr__  # type: ignore[attr-defined]  # PEP 562
+    listed = module.__dict__.get("__dir__")
+    # dir() lists the tool, which is imported only on first use
+    module.__dir__ = lambda: sorted({*(listed() if listed else module.__dict__), NAME})  # type: ignore[attr-defined]
     names = module.__dict__.get("__all__")
     if isinstance(names, list) and NAME not in names:
         names.append(NAME)

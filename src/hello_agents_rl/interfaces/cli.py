@@ -16,6 +16,7 @@ from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.config import describe_fields
 from hello_agents_rl.distributed import is_main_process
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.interfaces.console import quiet_console
 
 COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
 
@@ -115,7 +116,7 @@ def _agent_parsers(sub: Any) -> None:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--engine", default="auto", choices=["auto", "vllm", "transformers"],
                        help="auto: vLLM on a CUDA GPU when installed, else transformers serve.")
-    serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default <adapter>-merged beside it.")
+    serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default $HELLO_AGENTS_CACHE/merged (~/.cache/hello_agents_rl/merged).")
     serve.add_argument("--dry-run", action="store_true", help="Print the engine command instead of running it.")
     serve.add_argument("--load-in-8bit", action="store_true",
                        help="Load the weights in 8 bits (bitsandbytes, CUDA GPU only; refused elsewhere).")
@@ -229,6 +230,7 @@ def _agent_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_console()  # before any library is imported: their progress bars read it then
     try:
         code = run(argv)
     except ConfigError as error:

@@ -85,18 +85,28 @@ def extract_answer(completion: str) -> Fraction | None:
     convention). Control characters and U+FFFD are treated as spaces. Never raises.
     """
     text = _clean(completion)
+    marked = _marked_answer(text)
+    if marked is not None:
+        return marked
+    numbers_ = _numbers(text)
+    return numbers_[-1] if numbers_ else None
+
+
+def _marked_answer(text: str) -> Fraction | None:
+    """The number after the last marker that has one (see extract_answer), or None; `text` is cleaned."""
     markers = list(MARKER_RE.finditer(text))
     ends = [m.start() for m in markers[1:]] + [len(text)]  # a segment stops at the next marker
     for marker, end in reversed(list(zip(markers, ends))):
         value = _number_after(text[marker.end():end])
         if value is not None:
             return value
-    numbers_ = _numbers(text)
-    return numbers_[-1] if numbers_ else None
+    return None
 
 
 def parse_ground_truth(ground_truth: object) -> Fraction | None:
-    """int, float, Fraction, Decimal, numeric str, or a GSM8K answer "... #### N"."""
+    """int, float, Fraction, Decimal, a number alone, or a worked answer ending in a marker the reward reads
+    ("... #### 72", "... Final Answer: 72", "\\boxed{72}", "the answer is 72"). Unlike a completion, a worked
+    answer without a marker is not read: its last number is too often not the answer meant."""
     if isinstance(ground_truth, bool):
         return None  # True is an int, but never a meant answer
     if isinstance(ground_truth, numbers.Rational):
@@ -107,7 +117,8 @@ def parse_ground_truth(ground_truth: object) -> Fraction | None:
         return Fraction(repr(value)) if math.isfinite(value) else None
     if isinstance(ground_truth, (str, bytes)):
         text = _clean(ground_truth)
-        return parse_number(text.rsplit("####", 1)[-1])
+        alone = parse_number(text)
+        return alone if alone is not None else _marked_answer(text)
     return None
 
 

@@ -5,20 +5,28 @@ loading (the book's deployment step) is bitsandbytes' LLM.int8 through `transfor
 on a CUDA GPU only: elsewhere it is refused before anything loads. Nothing
 here answers a request: this module only finds the folder an engine can load (a run's output_dir means its
 model/; a LoRA adapter is merged first by the export action) and starts the engine on it.
+
+A merge goes to the cache, $HELLO_AGENTS_CACHE/merged (default ~/.cache/hello_agents_rl/merged), never into the
+run: a run's folder is the user's record and export refuses to write inside it. The merge is keyed by the
+adapter's path and files, so serving the same adapter again reuses it and a retrained one is merged anew. It
+outlives the process on purpose: the engine replaces this process (exec), so nothing is left to clean up after
+it, and the next serve starts at once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.models import is_adapter_dir, resolve_model_source
+from hello_agents_rl.models import gguf_cache_dir, is_adapter_dir, resolve_model_source
 
 ENGINES = ("auto", "vllm", "transformers")
 
@@ -45,11 +53,40 @@ def model_folder(model: str, merged_dir: str | None = None) -> tuple[str, list[s
                           "give a run's output_dir, its model/ or adapter/ folder")
     from hello_agents_rl.workflows.export import MANIFEST, export
 
-    out = Path(merged_dir).expanduser() if merged_dir else source.parent / f"{source.name}-merged"
+    out = Path(merged_dir).expanduser() if merged_dir else merge_cache_folder(source)
     if (out / MANIFEST).is_file() and (out / "config.json").is_file():
         return str(out.resolve()), [f"serving the earlier merge of {source} in {out}"]
     export(str(source), str(out))  # the export action: refuses a folder holding anything it did not write
     return str(out.resolve()), [f"merged the LoRA adapter {source} into its base: {out}"]
+
+
+def merge_cache_folder(adapter: Path) -> Path:
+    """Where an adapter's merge is kept: the cache, keyed by the adapter's path and its files' sizes and times."""
+    adapter = adapter.resolve()
+    files = sorted(p for p in adapter.rglob("*") if p.is_file())
+    key = "\n".join([str(adapter)] + [f"{p.relative_to(adapter)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    cache = gguf_cache_dir().parent  # the project's cache ($HELLO_AGENTS_CACHE), beside the GGUF imports
+    return cache / "merged" / f"{adapter.parent.name}-{adapter.name}-{digest}"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port something already listens on, before anything is merged or loaded."""
+    if not 0 < port < 65536:
+        raise ConfigError(f"`port`: {port} is not a TCP port; give one from 1 to 65535")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as error:
+        raise ConfigError(f"`host`: {host!r} is not an address of this machine ({error.strerror}); "
+                          "give one such as 127.0.0.1") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the engines bind: TIME_WAIT is free
+        try:
+            probe.bind(address)
+        except OSError as error:
+            raise ConfigError(f"`port`: {host}:{port} is in use or cannot be opened ({error.strerror}); stop what "
+                              "listens there, or choose another --port") from None
 
 
 def pick_engine(engine: str = "auto") -> str:
@@ -111,6 +148,8 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
 
 def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
           merged_dir: str | None = None, dry_run: bool = False, load_in_8bit: bool = False) -> int:
+    if not dry_run:  # a dry run only prints the command
+        check_port_free(host, port)
     served = plan(model, host, port, engine, merged_dir, load_in_8bit)
     for note in served.notes:
         print(f"[serve] {note}", file=sys.stderr)
