@@ -5,6 +5,7 @@ ConfigError when it fails before training, a doctor finding when it keeps happen
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -28,8 +29,11 @@ def test_the_default_tool_timeout_is_the_guards() -> None:
 def test_tool_timeout_must_be_a_positive_number(value: object, tmp_path: Path) -> None:
     from hello_agents_rl.workflows.actions import parse
 
-    with pytest.raises(ConfigError, match="`tool_timeout`"):
-        parse({"action": "train", "tools": ["calculator"], "tool_timeout": value, "output_dir": str(tmp_path / "o")})
+    params = {"action": "train", "tools": ["calculator"], "output_dir": str(tmp_path / "o")}
+    assert parse({**params, "tool_timeout": "1e-1"}).tool_timeout == 0.1
+    with pytest.raises(ConfigError) as caught:
+        parse({**params, "tool_timeout": value})
+    assert str(caught.value).startswith("`tool_timeout`: Input should be")
 
 
 # --- 10: an async tool raising KeyboardInterrupt or SystemExit ----------------------------------------------------
@@ -203,3 +207,129 @@ def test_a_failed_reset_scores_its_rollout_as_a_failed_reward(tmp_path: Path) ->
                     environments=environments, trainer_state=None, log_extra=lambda *a: None, log_metric=lambda *a: None)
     assert scores == [1.0, None], "None: left out of its group, as a failed reward is"
     assert reward.failures == 1 and "no sevens here" in reward.first_failure
+
+
+# --- in real runs: train and evaluate ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+
+    return str(build_tiny_tool_model(tmp_path_factory.mktemp("tiny_tools") / "model", seed=0))
+
+
+class Broken:
+    """An environment whose reset fails for every row."""
+
+    def reset(self, **row: object) -> None:
+        raise KeyError("level")
+
+    def move(self, step: int) -> str:
+        """Move.
+
+        Args:
+            step: how far
+        """
+        return "moved"
+
+
+class Flaky(Broken):
+    """Resets fine for the probe's rows, then fails every other time."""
+
+    resets = 0
+
+    def reset(self, **row: object) -> None:
+        Flaky.resets += 1
+        if Flaky.resets > 2 and Flaky.resets % 2:
+            raise KeyError("level")
+
+
+RUN = {"action": "train", "algorithm": "grpo", "dataset": "multiplication", "max_samples": 4, "max_steps": 2,
+       "batch_size": 2, "num_generations": 2, "max_new_tokens": 12, "logging_steps": 1, "max_tool_turns": 1,
+       "use_lora": False, "report_to": "none"}
+
+
+def test_train_refuses_an_environment_whose_reset_fails_before_the_model_loads(
+        tool_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hello_agents_rl.trainers.run as run
+
+    monkeypatch.setattr(run, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError) as caught:
+        run.train(run.TrainConfig(**{**RUN, "model_name": tool_model, "environment": Broken, "output_dir": str(out)}))
+    assert f"{Broken.__module__}.Broken.reset failed on row 0 of the training data" in str(caught.value)
+    assert "KeyError" in str(caught.value) and not out.exists()
+
+
+def test_evaluate_refuses_a_broken_environment_and_counts_a_flaky_one(tool_model: str) -> None:
+    params = {"action": "evaluate", "model_path": tool_model, "dataset": "multiplication", "max_samples": 4,
+              "max_new_tokens": 8, "max_tool_turns": 1}
+    with pytest.raises(ConfigError, match="Broken.reset failed on row 0 of the evaluation data"):
+        from hello_agents.tools import RLTrainingTool
+
+        RLTrainingTool().run({**params, "environment": Broken})
+    Flaky.resets = 0
+    result = RLTrainingTool().run({**params, "environment": Flaky})
+    assert result["status"] == "completed" and result["tool_stats"]["reset_failures"] == 2  # every other one after the probe
+
+
+@pytest.mark.slow
+def test_a_reset_failing_during_training_is_a_counted_failed_rollout(tool_model: str, tmp_path: Path) -> None:
+    from hello_agents.tools import RLTrainingTool
+
+    Flaky.resets = 0
+    result = RLTrainingTool().run({**RUN, "model_name": tool_model, "environment": Flaky,
+                                   "output_dir": str(tmp_path / "run")})
+    assert result["status"] == "completed" and result["num_steps"] == 2
+    assert result["tools"]["reset_failures"] == 4, "2 of the 4 rollouts of each step"
+    assert result["reward_failures"] == 4 and any("Flaky.reset failed" in d for d in result["diagnostics"])
+
+
+STUCK = threading.Event()
+
+
+def stuck(expression: str) -> str:
+    """A calculator that never answers.
+
+    Args:
+        expression: the arithmetic expression
+    """
+    STUCK.wait()
+    return "late"
+
+
+@pytest.mark.slow
+def test_a_hanging_tool_in_a_training_run_times_out_stays_bounded_and_is_reported(
+        tool_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's turns are scripted (a random tiny model would not call a tool): call `stuck`, or, after a tool
+    result, answer. Everything else is the real run."""
+    from trl import GRPOTrainer
+
+    from hello_agents.tools import RLTrainingTool
+
+    call = '<tool_call>\n{"name": "stuck", "arguments": {"expression": "2 * 3"}}\n</tool_call><|im_end|>'
+
+    def scripted(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        tokenizer = self.processing_class
+        replies = ["Final Answer: 6<|im_end|>" if "<tool_response>" in tokenizer.decode(ids) else call
+                   for ids in prompt_ids]
+        return [tokenizer(r, add_special_tokens=False)["input_ids"] for r in replies], None
+
+    monkeypatch.setenv("HELLO_AGENTS_FAST", "0")  # TRL's own generation, which the script replaces
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", scripted)
+    STUCK.clear()
+    try:
+        result = RLTrainingTool().run({**RUN, "model_name": tool_model, "tools": [stuck], "tool_timeout": 0.5,
+                                       "output_dir": str(tmp_path / "run")})
+        alive = sum(t.name == "tool-stuck" and t.is_alive() for t in threading.enumerate())
+    finally:
+        STUCK.set()
+    assert result["status"] == "completed"
+    tools = result["tools"]
+    assert tools["timeouts"] == MAX_HUNG_CALLS and tools["refused"] == 2 * 2 * 2 - MAX_HUNG_CALLS and alive <= MAX_HUNG_CALLS
+    assert tools["tool_timeout_s"] == 0.5 and "no answer after 0.5 s" in tools["first_error"]
+    hung = [d for d in result["diagnostics"] if "tool 'stuck' hung" in d]
+    assert len(hung) == 1 and "raise tool_timeout" in hung[0]
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert any("tool 'stuck' hung" in d for d in saved["diagnostics"])
