@@ -71,7 +71,7 @@ def _failed_resets_as_failures(adapter: Callable[..., list[float | None]], failu
                                ) -> Callable[..., list[float | None]]:
     """A rollout whose environment could not be reset for its row scores as a failed reward does: counted, and
     `failure_value` (None: left out of its group), whatever its answer."""
-    failed_resets: list[str] = []
+    failed_resets = {"count": 0, "first": None}
 
     @functools.wraps(adapter)
     def reward(**kwargs: Any) -> list[float | None]:
@@ -79,9 +79,10 @@ def _failed_resets_as_failures(adapter: Callable[..., list[float | None]], failu
         for i, environment in enumerate(kwargs.get("environments") or []):
             if (why := reset_failure(environment)) is not None:
                 scores[i] = failure_value
-                failed_resets.append(why)
-        reward.failures = adapter.failures + len(failed_resets)  # type: ignore[attr-defined]
-        reward.first_failure = adapter.first_failure or next(iter(failed_resets), None)  # type: ignore[attr-defined]
+                failed_resets["count"] += 1
+                failed_resets["first"] = failed_resets["first"] or why
+        reward.failures = adapter.failures + failed_resets["count"]  # type: ignore[attr-defined]
+        reward.first_failure = adapter.first_failure or failed_resets["first"]  # type: ignore[attr-defined]
         return scores
 
     return reward
