@@ -92,10 +92,10 @@ def test_guard_turns_raise_hang_and_junk_into_counted_failures() -> None:
         """
         return "y" * 10_000
 
-    stats = ToolStats()
+    stats = ToolStats(timeout=0.5)
     for fn, kind in [(explode, "boom"), (hang, "no answer"), (junk, "not text")]:
         with pytest.raises(ToolFailure, match=kind):
-            guard(fn, stats, timeout=0.5)(x=1)
+            guard(fn, stats)(x=1)
     assert "truncated" in guard(long, stats)(x=1) and len(guard(long, stats)(x=1)) < 2100
     assert (stats.calls, stats.failures, stats.timeouts, stats.junk_results) == (5, 3, 1, 1)
     from transformers.utils import get_json_schema
@@ -400,8 +400,8 @@ def test_async_tools_are_guarded_too() -> None:
         await asyncio.sleep(x)
         return "done"
 
-    stats = ToolStats()
-    guarded = guard(slow, stats, timeout=0.2)
+    stats = ToolStats(timeout=0.2)
+    guarded = guard(slow, stats)
     assert inspect.iscoroutinefunction(guarded)  # TRL routes it to its event loop
     assert asyncio.run(guarded(x=0)) == "done"
     with pytest.raises(ToolFailure, match="no answer"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -21,26 +22,44 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:
-    """Temp file + rename: a crash never leaves a truncated file behind."""
+    """Temp file + rename: a crash never leaves a truncated file behind. Any data: see `json_ready`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(finite(data), handle, indent=2, ensure_ascii=False, allow_nan=False)
+        json.dump(json_ready(data), handle, indent=2, ensure_ascii=False, allow_nan=False)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
-def finite(data: Any) -> Any:
-    """JSON has no NaN or Infinity: a non-finite number becomes null (its absence is the honest value)."""
+def json_ready(data: Any) -> Any:
+    """`data` as JSON (and YAML) can hold it; every result and saved config goes through here.
+
+    A non-finite number becomes null (its absence is the honest value); a callable or a class given in a config
+    (a tool, a reward, an environment, a reward component) becomes its qualified name, "module.qualname"; any
+    other object (a Dataset) its type's qualified name.
+    """
     if isinstance(data, float) and not math.isfinite(data):
         return None
+    if data is None or isinstance(data, (str, int, float, bool)):
+        return data
     if isinstance(data, dict):
-        return {key: finite(value) for key, value in data.items()}
+        return {key: json_ready(value) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
-        return [finite(value) for value in data]
-    return data
+        return [json_ready(value) for value in data]
+    if isinstance(data, os.PathLike):
+        return os.fspath(data)
+    return qualified_name(data if callable(data) else type(data))
+
+
+def qualified_name(obj: Any) -> str:
+    """"module.qualname" of a function, class or method; a functools.partial's function; a callable object's class."""
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    if getattr(obj, "__qualname__", None) is None:
+        obj = type(obj)
+    return f"{obj.__module__}.{obj.__qualname__}" if getattr(obj, "__module__", None) else obj.__qualname__
 
 
 def checkpoints(output_dir: str | Path) -> list[Path]:

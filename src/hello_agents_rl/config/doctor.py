@@ -24,6 +24,7 @@ class Thresholds:
     format_drop: float = 0.2
     tool_failure_rate: float = 0.3  # tools: above this share of failed calls for `patience` logs
     turns_exhausted_rate: float = 0.3  # tools: above this share of rollouts ending on an unanswered call
+    tool_hung_calls: int = 3  # tools: calls of one tool that timed out (tool_timeout) before it is reported
 
 
 def thresholds_problem(overrides: dict[str, int | float]) -> str | None:

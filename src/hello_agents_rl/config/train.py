@@ -109,6 +109,10 @@ class TrainConfig(DataConfig, ModelConfig):
         None, description="GRPO: a stateful class or 'pkg.module:Class' (reset(**row); public methods are its tools)."
     )
     max_tool_turns: Count = Field(4, ge=1, description="Most tool-calling rounds per rollout (TRL's max_tool_calling_iterations).")
+    tool_timeout: float = Field(
+        30.0, gt=0,  # rollouts/guard.TOOL_TIMEOUT_S (tests/test_tools_guard.py checks they match)
+        description="Seconds a tool call may take before it fails as a timeout; a tool that keeps hanging is reported.",
+    )
     tool_reward: dict[str, float] = Field(
         default_factory=dict,
         description="Tool shaping: failed_call_penalty, call_bonus; bounded so a wrong answer never outscores a right one.",

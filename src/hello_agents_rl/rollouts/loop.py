@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
-from hello_agents_rl.rollouts.tools import public_methods
+from hello_agents_rl.rollouts.tools import probe_environment, public_methods
 from hello_agents_rl.rollouts.trajectory import Trajectory, read_trajectory
 
 
@@ -56,7 +56,8 @@ def roll_out(
     max_tool_turns: int = 0,
     stats: ToolStats | None = None,
 ) -> list[list[Rollout]]:
-    """`samples` rollouts per row (rows carry a chat `prompt`), greedy at temperature 0; tools guarded into `stats`."""
+    """`samples` rollouts per row (rows carry a chat `prompt`), greedy at temperature 0; tools guarded into `stats`
+    (whose `timeout` is the tool time limit)."""
     import torch
 
     stats = stats if stats is not None else ToolStats()
@@ -64,6 +65,8 @@ def roll_out(
     template = _tool_template(tokenizer) if with_tools else None
     kwargs = {"enable_thinking": enable_thinking}
     guarded = [guard(t, stats) for t in tools]
+    if environment is not None:  # a reset failing on the first rows is a ConfigError; later, a counted failure
+        probe_environment(environment, rows, "evaluation data")
     env_class = guarded_environment(environment, stats) if environment is not None else None
     rollouts = [_start(tokenizer, row, guarded, env_class, template, kwargs) for row in rows for _ in range(samples)]
     eos = model.generation_config.eos_token_id

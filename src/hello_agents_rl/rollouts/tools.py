@@ -215,3 +215,22 @@ def resolve_environment(spec: Any, key: str = "environment") -> type:
     for name, fn in methods.items():
         check_schema(types.MethodType(fn, object()), f"{key}.{name}")  # bound: `self` is not a parameter
     return cls
+
+
+PROBED_ROWS = 2  # rows whose reset is tried before the run: a reset broken for every row fails here, named
+
+
+def probe_environment(cls: type, rows: Any, what: str = "training data", key: str = "environment") -> None:
+    """ConfigError naming the class and the row when a fresh instance cannot be reset for one of the first rows."""
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    for index in range(min(PROBED_ROWS, len(rows))):
+        row = dict(rows[index])
+        try:
+            cls().reset(**row)
+        except Exception as error:  # noqa: BLE001 - whatever the user's reset raises, named with its row
+            shown = str(row.get("question", row))[:120]
+            raise ConfigError(
+                f"`{key}`: {name}.reset failed on row {index} of the {what} ({shown!r}): {type(error).__name__}: "
+                f"{error}. Fix: make reset work for that row (it is called at the start of every rollout with the "
+                f"row's columns as keyword arguments: {', '.join(row)}), or fix the row."
+            ) from None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from hello_agents_rl.config import Thresholds
+from hello_agents_rl.rollouts.guard import MAX_HUNG_CALLS, ToolStats
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Doctor:
     kl_coef: float
     max_new_tokens: int
     thresholds: Thresholds = field(default_factory=Thresholds)
+    tools: ToolStats | None = None  # a tool run's guard counts, read at every log
     findings: list[str] = field(default_factory=list)
     _streaks: dict[str, int] = field(default_factory=dict)
     _active: set[str] = field(default_factory=set)
@@ -101,6 +103,7 @@ class Doctor:
                      "does not use its tools; SFT first on transcripts that call them (algorithm sft with tools), "
                      "raise temperature, or add tool_reward.call_bonus"),
         ]
+        checks += self._hung_tools()
         new = []
         for name, holds, patience, message in checks:
             self._streaks[name] = self._streaks.get(name, 0) + 1 if holds else 0
@@ -113,6 +116,18 @@ class Doctor:
             self._best_format = max(self._best_format, fmt)
         self.findings.extend(new)
         return new
+
+    def _hung_tools(self) -> list[tuple[str, bool, int, Callable[[], str]]]:
+        """One rule per tool whose calls time out: a hang is no learning problem, so no lr/KL remedy."""
+        stats, limit = self.tools, self.thresholds.tool_hung_calls
+        hung = dict(stats.hung) if stats is not None else {}
+        return [(f"tool_hung:{name}", count >= limit, 1,
+                 lambda name=name, count=count: (
+                     f"tool {name!r} hung {count} times (no answer within tool_timeout {stats.timeout:g} s; "
+                     f"{stats.still_running(name)} calls still running, and while {MAX_HUNG_CALLS} are its further "
+                     "calls fail at once): raise tool_timeout if the tool is slow but sound, or fix the tool "
+                     "(a network call or a lock without its own timeout, an input that makes it loop)"))
+                for name, count in sorted(hung.items())]
 
     def _blew_up(self, step: int, loss: float | None, kl: float | None, reward: float | None) -> str | None:
         t = self.thresholds

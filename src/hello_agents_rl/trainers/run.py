@@ -19,7 +19,7 @@ from hello_agents_rl.models import (
     load_model, load_tokenizer, pick_device_dtype, system_prompt_of, with_recorded_prompt,
 )
 from hello_agents_rl.outputs import (
-    METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, plan_output_dir, save_final_model,
+    METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, json_ready, plan_output_dir, save_final_model,
 )
 from hello_agents_rl.trainers import tools as agentic
 from hello_agents_rl.rewards import build_reward, to_trl_reward
@@ -88,6 +88,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
     prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking}
     check_schedule(cfg, len(train_data), world_size())
+    agentic.check_environment(cfg, train_data)  # its reset on the first rows, before the model loads
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
     check_sft_lengths(cfg, tokenizer, train_data)
@@ -109,6 +110,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     trainer = build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
     if cfg.algorithm == "grpo":
         _add_grpo_callbacks(cfg, trainer)
+        monitor.doctor.tools = agentic.stats_of(trainer) if agentic.uses_tools(cfg) else None  # hung tools
     trainable, total = _parameter_counts(trainer.model)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ConsoleProgress())
@@ -173,9 +175,8 @@ def _eval_data(cfg: TrainConfig) -> Any:
 
 
 def public_config(cfg: TrainConfig) -> dict[str, Any]:
-    """The run's parameters as JSON: objects (a Dataset, a reward callable) by name."""
-    plain = (str, int, float, bool, type(None), list, dict, tuple)
-    return {k: v if isinstance(v, plain) else getattr(v, "__name__", type(v).__name__) for k, v in cfg.model_dump().items()}
+    """The run's parameters as JSON: a callable (a tool, a reward) by its qualified name, a Dataset by its type's."""
+    return json_ready(cfg.model_dump())
 
 
 def summarise(

@@ -6,12 +6,13 @@ masks tool-result tokens out of the loss (`tool_mask`) and stops after `max_tool
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Callable
 
 from hello_agents_rl.rewards import build_reward, to_trl_reward
-from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
-from hello_agents_rl.rollouts.tools import resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment, reset_failure
+from hello_agents_rl.rollouts.tools import probe_environment, resolve_environment, resolve_tools
 
 
 def uses_tools(cfg: Any) -> bool:
@@ -27,9 +28,15 @@ def preflight(cfg: Any, model_key: str = "model_name") -> None:
     check_tool_template(load_tokenizer(name, cfg.trust_remote_code), name)
 
 
+def check_environment(cfg: Any, rows: Any) -> None:
+    """Once the data is loaded, before the model: the environment's reset on the first rows (a ConfigError)."""
+    if cfg.environment is not None:
+        probe_environment(resolve_environment(cfg.environment), rows)
+
+
 def trainer_kwargs(cfg: Any) -> dict[str, Any]:
     """GRPOTrainer keyword arguments: guarded tools and/or a guarded environment class (one per rollout)."""
-    stats = ToolStats()  # shared by every guard of the run; found again by `stats_of`
+    stats = ToolStats(timeout=cfg.tool_timeout)  # shared by every guard of the run; found again by `stats_of`
     kwargs: dict[str, Any] = {}
     if cfg.tools:
         kwargs["tools"] = [guard(tool, stats) for tool in resolve_tools(cfg.tools)]
@@ -56,7 +63,29 @@ def with_tool_column(data: Any, cfg: Any) -> Any:
 def trajectory_reward(cfg: Any) -> Callable[..., list[float | None]]:
     """The tool run's TRL reward: the answer after the last tool result, tool shaping, failures as in a plain run."""
     reward = build_reward(cfg.reward_type, cfg.reward_config, cfg.tool_reward, cfg.max_tool_turns)
-    return to_trl_reward(reward, cfg.reward_failure_value)
+    adapter = to_trl_reward(reward, cfg.reward_failure_value)
+    return adapter if cfg.environment is None else _failed_resets_as_failures(adapter, cfg.reward_failure_value)
+
+
+def _failed_resets_as_failures(adapter: Callable[..., list[float | None]], failure_value: float | None
+                               ) -> Callable[..., list[float | None]]:
+    """A rollout whose environment could not be reset for its row scores as a failed reward does: counted, and
+    `failure_value` (None: left out of its group), whatever its answer."""
+    failed_resets = {"count": 0, "first": None}
+
+    @functools.wraps(adapter)
+    def reward(**kwargs: Any) -> list[float | None]:
+        scores = adapter(**kwargs)
+        for i, environment in enumerate(kwargs.get("environments") or []):
+            if (why := reset_failure(environment)) is not None:
+                scores[i] = failure_value
+                failed_resets["count"] += 1
+                failed_resets["first"] = failed_resets["first"] or why
+        reward.failures = adapter.failures + failed_resets["count"]  # type: ignore[attr-defined]
+        reward.first_failure = adapter.first_failure or failed_resets["first"]  # type: ignore[attr-defined]
+        return scores
+
+    return reward
 
 
 def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:

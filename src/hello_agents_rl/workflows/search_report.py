@@ -14,7 +14,7 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hello_agents_rl.config import SearchConfig, TrainConfig
-from hello_agents_rl.outputs import atomic_write_json
+from hello_agents_rl.outputs import atomic_write_json, json_ready
 
 
 def counted(study: optuna.Study) -> int:
@@ -150,23 +150,8 @@ def markdown(result: dict[str, Any], cfg: SearchConfig) -> str:
 
 
 def config_for_yaml(cfg: TrainConfig) -> dict[str, Any]:
-    """The keys the user (or the trial) set; a Python object (a Dataset, a reward function) by its name."""
-    plain = (str, int, float, bool, type(None))
-    values = {}
-    for key, value in cfg.model_dump(exclude_unset=True).items():
-        if isinstance(value, tuple):
-            value = list(value)
-        ok = isinstance(value, plain) or (isinstance(value, (list, dict)) and _is_plain(value))
-        values[key] = value if ok else f"<python object: {getattr(value, '__name__', type(value).__name__)}>"
-    return values
-
-
-def _is_plain(value: Any) -> bool:
-    try:
-        yaml.safe_dump(value)
-        return True
-    except yaml.YAMLError:
-        return False
+    """The keys the user (or the trial) set; a callable (a tool, a reward) by its qualified name "module.qualname"."""
+    return json_ready(cfg.model_dump(exclude_unset=True))
 
 
 def write_yaml(path: Path, values: dict[str, Any], header: str = "") -> None:
