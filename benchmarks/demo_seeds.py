@@ -111,6 +111,27 @@ def record(runs: dict[int, dict], command: str) -> dict:
     }
 
 
+def record_smollm2(runs: dict[int, dict], text: str, verdicts: list[str], command: str) -> None:
+    from real_model_common import write_block as write_doc_block
+    from real_model_readme import DOC, update_record
+
+    rows = [{"label": f", seed {seed}", "start": r["sft"]["accuracy"], "after": r["grpo"]["accuracy"],
+             "gain": r["grpo_minus_sft"]["all"]["points"], "interval": r["grpo_minus_sft"]["all"]["interval"],
+             "wall_s": r["process_wall_s"]} for seed, r in runs.items()]
+    update_record("demo", {"command": command, "runs": rows})
+    intervals = "\n".join(
+        f"- seed {seed}: GRPO - SFT " + ", ".join(
+            f"{name} {g['points']:+.1f} [{g['interval'][0]:+.1f}, {g['interval'][1]:+.1f}] ({g['questions']} q)"
+            for name, g in r["grpo_minus_sft"].items()) + f"; SFT {r['seconds']['sft']:.0f} s, GRPO "
+        f"{r['seconds']['grpo']:.0f} s, evaluation {r['seconds']['evaluate']:.0f} s"
+        for seed, r in runs.items())
+    block = (f"## The demo on SmolLM2: RL beyond imperfect demonstrations (figures written by the script)\n\n"
+             f"`{command}` (held-out greedy accuracy, 250 questions):\n\n```\n{text}\n```\n\n{intervals}\n\n"
+             + "\n".join(verdicts))
+    write_doc_block(DOC, block, ("<!-- demo-seeds:begin (benchmarks/demo_seeds.py --model smollm2 writes this block) -->",
+                                 "<!-- demo-seeds:end -->"))
+
+
 def render_readme(recorded: dict) -> str:
     """The README's demo block, from docs/demo_seeds.json and the test margin in the code."""
     from hello_agents_rl.workflows.demo import QUICK_TEST_MARGIN
@@ -172,7 +193,10 @@ def main() -> int:
     print(f"\n{command}: held-out greedy accuracy, 250 questions\n")
     print(text)
     print("\n".join(verdicts))
-    if args.readme and args.model == "tiny":  # SmolLM2's figures go to docs/real_model.md once all seeds pass
+    if args.readme and args.model == "smollm2":  # docs/real_model.md (per seed) and the README's real-model table
+        record_smollm2(runs, text, verdicts, f"python benchmarks/demo_seeds.py --model smollm2 --seeds "
+                       f"{' '.join(map(str, args.seeds))}{f' --threads {args.threads}' if args.threads else ''} --readme")
+    if args.readme and args.model == "tiny":
         from readme_blocks import write_block
 
         seeds = " ".join(map(str, args.seeds))

@@ -242,3 +242,40 @@ def test_cancel_stops_a_real_run_with_a_checkpoint(tiny_model: str, tmp_path: Pa
     assert final["state"] == "interrupted" and result["status"] == "interrupted"
     assert 1 <= result["num_steps"] < 500
     assert list(out.glob("checkpoint-*")), "the cancelled run must leave a checkpoint to resume from"
+
+
+def test_a_cli_run_and_a_job_never_write_one_folder_at_once(tiny_model: str, tmp_path: Path) -> None:
+    """The claim is the run's, not only the job server's: a train started from the CLI holds its folder too."""
+    import json
+    import subprocess
+
+    from hello_agents_rl.interfaces.tool import RLTrainingTool
+    from hello_agents_rl.outputs import LOCK
+
+    out, config = tmp_path / "out", tmp_path / "run.json"
+    config.write_text(json.dumps({**TINY_TRAIN, "model_name": tiny_model, "output_dir": str(out), "max_steps": 500,
+                                  "save_steps": 1000}))
+    cli = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "train", "--config", str(config)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    manager = JobManager(tmp_path / "jobs")
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "metrics.jsonl").exists():  # the CLI run is training (it claimed the folder before that)
+            assert cli.poll() is None and time.monotonic() < deadline, "the CLI run did not start training"
+            time.sleep(0.5)
+        held_by = f"run of process {cli.pid}"
+        assert held_by in (out / LOCK).read_text()
+        with pytest.raises(ConfigError, match=f"{held_by} is already writing to"):
+            manager.start({**TINY_TRAIN, "model_name": tiny_model, "output_dir": str(out), "max_steps": 2})
+        # in-process too, and "overwrite" deletes nothing of the running run
+        with pytest.raises(ConfigError, match=f"{held_by} is already writing to"):
+            RLTrainingTool().run({**TINY_TRAIN, "model_name": tiny_model, "output_dir": str(out), "max_steps": 2,
+                                  "overwrite_output_dir": True})
+        assert (out / "metrics.jsonl").exists()
+    finally:
+        cli.kill()
+        cli.wait()
+    # the claim died with its holder: a job may now continue that folder, and its own child is not refused by it
+    job = manager.start({**TINY_TRAIN, "model_name": tiny_model, "output_dir": str(out), "max_steps": 2,
+                         "overwrite_output_dir": True})
+    assert manager.wait(job["job_id"], timeout=180, poll=0.5)["state"] == "completed", manager.status(job["job_id"])

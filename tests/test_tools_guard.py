@@ -333,3 +333,25 @@ def test_a_hanging_tool_in_a_training_run_times_out_stays_bounded_and_is_reporte
     assert len(hung) == 1 and "raise tool_timeout" in hung[0]
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert any("tool 'stuck' hung" in d for d in saved["diagnostics"])
+
+
+def test_evaluate_gives_its_tool_timeout_to_the_guards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tool_timeout` is an evaluate key too (a pipeline's or search's evaluation inherits the run's)."""
+    from hello_agents_rl.config.evaluate import EVALUATION_KEYS
+    from hello_agents_rl.evaluation import run as evaluation
+    from hello_agents_rl.workflows.actions import parse
+
+    seen: list[float] = []
+
+    class Seen(Exception):
+        pass
+
+    def rollouts(*args: object, stats: ToolStats, **kwargs: object) -> None:
+        seen.append(stats.timeout)
+        raise Seen
+
+    monkeypatch.setattr(evaluation, "roll_out", rollouts)
+    cfg = parse({"action": "evaluate", "model_path": "m", "tools": ["calculator"], "tool_timeout": 0.5})
+    with pytest.raises(Seen):
+        evaluation.evaluate_config(None, None, [], cfg)
+    assert seen == [0.5] and "tool_timeout" in EVALUATION_KEYS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import math
@@ -9,9 +10,10 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from hello_agents_rl.distributed import is_main_process, saves_collectively, wait_for_everyone
 from hello_agents_rl.errors import ConfigError
@@ -60,6 +62,42 @@ def qualified_name(obj: Any) -> str:
     if getattr(obj, "__qualname__", None) is None:
         obj = type(obj)
     return f"{obj.__module__}.{obj.__qualname__}" if getattr(obj, "__module__", None) else obj.__qualname__
+
+
+LOCK = ".hello-agents-rl.lock"  # in each output_dir: held by the process that writes it, while it lives
+CLAIMED_ENV = "HELLO_AGENTS_RL_CLAIMED"  # a job's child: the output_dir whose claim it inherited from its parent
+
+
+def take_claim(output_dir: str | Path, holder: str) -> int:
+    """An exclusive lock on output_dir's lock file (flock: atomic, released when its last holder exits), or a
+    ConfigError naming who holds it (a job of any server, or a train started from the CLI or Python)."""
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held_by = os.read(fd, 256).decode("utf-8", "replace").strip() or "another run"
+        os.close(fd)
+        raise ConfigError(f"`output_dir`: {held_by} is already writing to {folder}; "
+                          "wait for it, cancel it, or choose another output_dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, holder.encode())
+    return fd
+
+
+@contextmanager
+def claimed(output_dir: str | Path) -> Iterator[None]:
+    """Hold output_dir's claim while a run writes there; one process of a distributed run holds it for all."""
+    folder = Path(output_dir).expanduser().resolve()
+    if not is_main_process() or os.environ.get(CLAIMED_ENV) == str(folder):
+        yield
+        return
+    fd = take_claim(folder, f"run of process {os.getpid()}")
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def checkpoints(output_dir: str | Path) -> list[Path]:

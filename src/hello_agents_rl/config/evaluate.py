@@ -24,6 +24,7 @@ class EvalOptions(DataConfig):
     tools: list[Any] = Field(default_factory=list, description="Evaluate with these tools (as in train): the same rollouts.")
     environment: Any = Field(None, description="Evaluate with this environment class (as in train).")
     max_tool_turns: Count = Field(4, ge=1, description="Most tool-calling rounds per question.")
+    tool_timeout: float = Field(30.0, gt=0, description="Seconds a tool call may take before it fails as a timeout.")
 
     @model_validator(mode="after")
     def _agentic(self) -> "EvalOptions":
@@ -58,7 +59,7 @@ class CompareConfig(EvalOptions):
 
 # The train keys an evaluation of the trained model inherits: its data and prompt, code trust, and tool use.
 EVALUATION_KEYS = (set(DataConfig.model_fields) - {"action", "split", "max_samples"}) | {
-    "trust_remote_code", "enable_thinking", "tools", "max_tool_turns",
+    "trust_remote_code", "enable_thinking", "tools", "max_tool_turns", "tool_timeout",
 }
 
 

@@ -37,6 +37,7 @@ def evaluate_model(
     tools: list[Callable[..., Any]] | tuple = (),
     environment: type | None = None,
     max_tool_turns: int = 4,
+    tool_timeout: float = 30.0,
 ) -> dict[str, Any]:
     """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question.
 
@@ -46,12 +47,12 @@ def evaluate_model(
     """
     with_tools = bool(tools) or environment is not None
     loop = dict(enable_thinking=enable_thinking, tools=tools, environment=environment, max_tool_turns=max_tool_turns)
-    stats = ToolStats()
+    stats = ToolStats(timeout=tool_timeout)
     started = time.perf_counter()
     greedy = roll_out(model, tokenizer, rows, max_new_tokens, batch_size, seed=seed, stats=stats, **loop)
     sampling = k > 1 or temperature > 0
     sampled = (roll_out(model, tokenizer, rows, max_new_tokens, batch_size, temperature=temperature or 1.0, samples=k,
-                        seed=seed + 1, **loop) if sampling else greedy)
+                        seed=seed + 1, stats=ToolStats(timeout=tool_timeout), **loop) if sampling else greedy)
     elapsed = time.perf_counter() - started
     details = [question_details(row, answer, samples, with_tools)
                for row, (answer,), samples in zip(rows, greedy, sampled)]
@@ -67,7 +68,7 @@ def evaluate_config(model: Any, tokenizer: Any, rows: Any, cfg: EvaluateConfig |
     """evaluate_model with the config's settings, its tools and environment resolved."""
     environment = resolve_environment(cfg.environment) if cfg.environment is not None else None
     return evaluate_model(model, tokenizer, rows, cfg.max_new_tokens, cfg.batch_size, cfg.k, cfg.temperature, cfg.seed,
-                          cfg.enable_thinking, resolve_tools(cfg.tools), environment, cfg.max_tool_turns)
+                          cfg.enable_thinking, resolve_tools(cfg.tools), environment, cfg.max_tool_turns, cfg.tool_timeout)
 
 
 def _load_model(path: str, trust_remote_code: bool, key: str) -> Any:

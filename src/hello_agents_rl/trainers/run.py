@@ -19,7 +19,7 @@ from hello_agents_rl.models import (
     load_model, load_tokenizer, pick_device_dtype, system_prompt_of, with_recorded_prompt,
 )
 from hello_agents_rl.outputs import (
-    METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, json_ready, plan_output_dir, save_final_model,
+    METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, claimed, json_ready, plan_output_dir, save_final_model,
 )
 from hello_agents_rl.trainers import tools as agentic
 from hello_agents_rl.rewards import build_reward, to_trl_reward
@@ -43,7 +43,7 @@ def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[st
     changes: list[str] = []
     while True:
         try:
-            with _no_empty_output_dir(Path(cfg.output_dir)):
+            with _no_empty_output_dir(Path(cfg.output_dir)), claimed(cfg.output_dir):  # one writer per folder
                 result = _train_once(cfg, plan, extra_callbacks or [])
             break
         except torch.OutOfMemoryError:

@@ -10,7 +10,6 @@ from the console text (shown as the latest line, nothing more).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
@@ -26,13 +25,13 @@ from typing import Any, Iterator
 import psutil
 
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.outputs import CLAIMED_ENV, take_claim
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.actions import JOB_ACTIONS
 from hello_agents_rl.workflows import job_files
 
 FINAL = ("completed", "interrupted", "failed", "cancelled")
 STORE = "jobs.db"
-LOCK = ".hello-agents-rl.lock"  # in each job's output_dir: held by the job's process while it lives
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, action TEXT NOT NULL, params TEXT NOT NULL, output_dir TEXT, folder TEXT NOT NULL,
@@ -87,7 +86,7 @@ class JobManager:
         output_dir = str(Path(cfg.output_dir).expanduser().resolve())
         self._create_store()
         job_id = f"{action}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        claim = _claim(Path(output_dir), job_id)  # before anything else: of concurrent starts, one gets here
+        claim = take_claim(output_dir, f"job {job_id}")  # before anything else: of concurrent starts, one gets here
         try:
             folder = self.folder / job_id
             folder.mkdir()
@@ -98,7 +97,8 @@ class JobManager:
                 child = subprocess.Popen(
                     self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # the server's own Ctrl-C must not reach the jobs; cancel is explicit
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},  # console lines reach the log as they happen
+                    # console lines reach the log as they happen; the run knows the claim it holds is its own
+                    env={**os.environ, "PYTHONUNBUFFERED": "1", CLAIMED_ENV: output_dir},
                     pass_fds=(claim,),  # the child holds the claim for its whole life, this server or not
                 )
         finally:
@@ -240,23 +240,6 @@ class JobManager:
             gained, spent = done - float(first), now - float(when)
             rate = gained / spent if gained > 0 and spent > 0 else done / max(now - row["created"], 1e-6)
         return round(max(1.0 - done, 0.0) / rate, 1) if rate > 0 else None
-
-
-def _claim(output_dir: Path, job_id: str) -> int:
-    """An exclusive lock on output_dir's lock file (flock: atomic, released when its last holder exits), or a
-    ConfigError naming the job that holds it, whichever server or CLI started that job."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(output_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 256).decode("utf-8", "replace").strip() or "another job"
-        os.close(fd)
-        raise ConfigError(f"`output_dir`: job {holder} is already writing to {output_dir}; "
-                          "wait for it, cancel it, or choose another output_dir") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, job_id.encode())
-    return fd
 
 
 def _create_time(pid: int) -> float | None:
