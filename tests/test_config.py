@@ -108,7 +108,9 @@ def test_mapping_to_trl_fields() -> None:
 
 
 def test_defaults_by_algorithm() -> None:
-    assert parse({"algorithm": "grpo"}).learning_rate == 1e-5
+    assert parse({"algorithm": "grpo", "use_lora": False}).learning_rate == 1e-5  # the book's range
+    assert parse({"algorithm": "grpo"}).learning_rate == 1e-4  # LoRA (the default): benchmarks/lora_lr_search.py
+    assert parse({"algorithm": "grpo", "learning_rate": 3e-6}).learning_rate == 3e-6  # a given rate is kept
     assert parse({"algorithm": "sft", "use_lora": False}).learning_rate == 2e-5
     assert parse({"algorithm": "sft"}).output_dir == "./models/sft_model"
 

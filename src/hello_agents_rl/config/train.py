@@ -35,6 +35,12 @@ class ModelConfig(Base):
     )
 
 
+# (algorithm, use_lora) -> learning_rate when none is given. Full GRPO keeps the book's range; LoRA trains a few
+# million weights and wants ~10x more: on SmolLM2, 1e-5 left the KL under 0.001 ("not learning") and 1e-4 learnt
+# (benchmarks/lora_lr_search.py measures it and fails when this default stops learning).
+DEFAULT_LEARNING_RATES = {("grpo", False): 1e-5, ("grpo", True): 1e-4, ("sft", False): 2e-5, ("sft", True): 2e-4}
+
+
 class TrainConfig(DataConfig, ModelConfig):
     """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
 
@@ -52,7 +58,8 @@ class TrainConfig(DataConfig, ModelConfig):
     learning_rate: float | None = Field(
         None,
         gt=0,
-        description="Peak learning rate; None = 1e-5 for GRPO (the book: 1e-6..1e-5), 2e-4 for SFT with LoRA, 2e-5 without.",
+        description="Peak learning rate; None = GRPO 1e-5 (the book: 1e-6..1e-5), 1e-4 with LoRA (measured: "
+        "docs/real_model.md); SFT 2e-5, 2e-4 with LoRA.",
     )
     warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps spent warming the learning rate up.")
     lr_scheduler_type: str = Field("linear", description="transformers scheduler name (linear, cosine, constant...).")
@@ -184,7 +191,7 @@ class TrainConfig(DataConfig, ModelConfig):
     @model_validator(mode="after")
     def _resolve(self) -> "TrainConfig":
         if self.learning_rate is None:
-            default = 1e-5 if self.algorithm == "grpo" else (2e-4 if self.use_lora else 2e-5)
+            default = DEFAULT_LEARNING_RATES[(self.algorithm, self.use_lora)]
             object.__setattr__(self, "learning_rate", default)
         if self.output_dir is None:
             object.__setattr__(self, "output_dir", f"./models/{self.algorithm}_model")
