@@ -143,3 +143,17 @@ def test_a_rising_noisy_reward_is_no_slide() -> None:
     for step, reward in enumerate(rising, start=1):
         doctor.observe(step, {"reward": reward, "kl": 0.01, "loss": 0.1})
     assert not [f for f in doctor.findings if "sliding" in f]
+
+
+def test_a_low_kl_under_lora_points_to_loras_learning_rates() -> None:
+    """LoRA wants ~10x the full-fine-tuning rate: at 1e-5 with LoRA the advice names the LoRA default."""
+    low_kl = [{**e, "kl": 0.0002} for e in healthy()]
+    found = {}
+    for use_lora, rate in ((True, 1e-5), (False, 1e-5), (True, 1e-4)):
+        doctor = Doctor(learning_rate=rate, kl_coef=0.05, max_new_tokens=256, use_lora=use_lora)
+        for step, logs in enumerate(low_kl, start=1):
+            doctor.observe(step, logs)
+        found[(use_lora, rate)] = [f for f in doctor.findings if "KL 0.0002 < 0.001" in f]
+    assert all(len(f) == 1 for f in found.values()), found
+    assert "with LoRA, GRPO learns near 0.0001" in found[(True, 1e-5)][0]
+    assert "LoRA" not in found[(False, 1e-5)][0] and "LoRA" not in found[(True, 1e-4)][0]  # full FT; already there

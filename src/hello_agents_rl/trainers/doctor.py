@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from hello_agents_rl.config import Thresholds
+from hello_agents_rl.config.train import DEFAULT_LEARNING_RATES
 from hello_agents_rl.rollouts.guard import MAX_HUNG_CALLS, ToolStats
 
 
@@ -25,6 +26,7 @@ class Doctor:
     max_new_tokens: int
     thresholds: Thresholds = field(default_factory=Thresholds)
     tools: ToolStats | None = None  # a tool run's guard counts, read at every log
+    use_lora: bool = False  # LoRA's learning rates sit ~10x above full fine-tuning's: the advice says which
     findings: list[str] = field(default_factory=list)
     _streaks: dict[str, int] = field(default_factory=dict)
     _active: set[str] = field(default_factory=set)
@@ -33,6 +35,13 @@ class Doctor:
     _best_format: float = -math.inf
     _logs: int = 0
     _blowup: tuple[int, str] | None = None  # (log number, what happened) of the latest blow-up
+
+    def _lora_hint(self) -> str:
+        lora = DEFAULT_LEARNING_RATES[("grpo", True)]
+        if not self.use_lora or self.learning_rate >= lora / 3:
+            return ""
+        return (f"; with LoRA, GRPO learns near {lora:g}, ~10x full fine-tuning's rates "
+                "(measured on SmolLM2: docs/real_model.md)")
 
     @property
     def active(self) -> frozenset[str]:
@@ -60,7 +69,7 @@ class Doctor:
         # the same flat reward means opposite things: a calm policy needs a push, a blown-up one a smaller step
         flat_remedy = f"after {recent}: lower {lr}, raise {beta}" if recent else f"raise {lr}, lower {beta}"
         kl_low_remedy = (f"lower {beta} (not a higher learning_rate: {recent} lately)" if recent
-                         else f"raise {lr} or lower {beta}")
+                         else f"raise {lr} or lower {beta}{self._lora_hint()}")
         checks: list[tuple[str, bool, int, Callable[[], str]]] = [
             ("nonfinite", loss is not None and not math.isfinite(loss), 1,
              lambda: f"loss is {loss} at step {step}: lower {lr}, keep max_grad_norm on, check the reward for NaN"),

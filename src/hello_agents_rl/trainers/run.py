@@ -97,7 +97,8 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     plan.apply()  # only now, with data and model loaded, may an earlier run's files go
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     thresholds = Thresholds(**cfg.doctor_thresholds)
-    monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, thresholds))
+    monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, thresholds,
+                                                use_lora=cfg.use_lora))
     nonfinite = NonFiniteGuard(cfg.skip_nonfinite_steps)
     interrupt = InterruptGuard()
     callbacks = [monitor, nonfinite, interrupt, *extra_callbacks]  # extra: e.g. the search's pruning reporter

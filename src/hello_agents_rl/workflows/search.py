@@ -200,7 +200,8 @@ class TrialReporter(TrainerCallback):
         # the periodic evaluation when there is one, else the train reward; SFT has only a loss (lower is better)
         self.metric = ("eval_reward" if grpo else "eval_loss") if cfg.eval_steps else ("reward" if grpo else "loss")
         self.sign = 1.0 if grpo else -1.0
-        self.doctor = Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, Thresholds(**cfg.doctor_thresholds))
+        self.doctor = Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, Thresholds(**cfg.doctor_thresholds),
+                             use_lora=cfg.use_lora)
         self.pruned_at: int | None = None
         self.failure: str | None = None
         self.last: float | None = None
