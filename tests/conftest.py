@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -82,3 +83,35 @@ def borrowed_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def fresh_venv(borrowed_packages: Path, tmp_path: Path) -> Callable[[], Venv]:
     return lambda: Venv(tmp_path / "venv", borrowed_packages)
+
+
+@pytest.fixture
+def http_mcp_server() -> Callable[..., Any]:
+    """Start `hello-agents-rl mcp --http` in a test: `with http_mcp_server(root, *flags, env=...) as port:`."""
+    return _http_mcp_server
+
+
+@contextlib.contextmanager
+def _http_mcp_server(root: Path, *flags: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """`hello-agents-rl mcp --http` on a free loopback port, started as a user would; yields the port."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "mcp", "--http", *flags,
+                               "--port", str(port), "--root", str(root)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert server.poll() is None, server.stderr.read().decode()
+            assert time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.3)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

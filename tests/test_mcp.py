@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -128,25 +130,10 @@ def test_relative_paths_are_judged_from_the_servers_folder(tmp_path: Path, monke
         trusting.check({"output_dir": str(tmp_path / "secret")})
 
 
-def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
-    import socket
-    import subprocess
-    import time
-
+def test_streamable_http_serves_the_same_tools(tmp_path: Path, http_mcp_server: Any) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "mcp", "--http", "--port", str(port),
-                               "--root", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert server.poll() is None, server.stderr.read().decode()
-            assert time.monotonic() < deadline, "the HTTP server did not start"
-            time.sleep(0.3)
-
+    with http_mcp_server(tmp_path) as port:
         async def calls() -> dict:
             async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
                     ClientSession(read, write) as session:
@@ -160,6 +147,3 @@ def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
         assert "train" in got["names"] and "job_status" in got["names"]
         assert got["reward"]["scores"] == [1.0, 0.0]
         assert (tmp_path / ".jobs" / "jobs.db").is_file()  # the default store lives under the first root
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -65,24 +64,13 @@ def _post(port: int, headers: dict[str, str]) -> int:
         return error.code
 
 
-def test_remote_mode_checks_the_bearer_token_and_the_host_on_every_request(tmp_path: Path) -> None:
+def test_remote_mode_checks_the_bearer_token_and_the_host_on_every_request(tmp_path: Path, http_mcp_server: Any) -> None:
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     # remote mode forced on over loopback: the same checks as on a public address, without binding one
-    server = subprocess.Popen([sys.executable, "-m", "hello_agents_rl.interfaces.cli", "mcp", "--http", "--allow-remote",
-                               "--host", "127.0.0.1", "--port", str(port), "--root", str(tmp_path)],
-                              env={**os.environ, TOKEN_ENV: TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert server.poll() is None, server.stderr.read().decode()
-            assert time.monotonic() < deadline, "the HTTP server did not start"
-            time.sleep(0.3)
+    with http_mcp_server(tmp_path, "--allow-remote", "--host", "127.0.0.1", env={**os.environ, TOKEN_ENV: TOKEN}) as port:
         assert _post(port, {}) == 401
         assert _post(port, {"Authorization": "Bearer " + "x" * 40}) == 401
         assert _post(port, {"Authorization": TOKEN}) == 401  # no Bearer scheme
@@ -98,6 +86,3 @@ def test_remote_mode_checks_the_bearer_token_and_the_host_on_every_request(tmp_p
                 return [tool.name for tool in (await session.list_tools()).tools]
 
         assert "train" in anyio.run(calls)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
