@@ -74,8 +74,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="outputs/real_model_task")
-    parser.add_argument("--doc", default="", help="write the figures into this doc ('' = nowhere)")
+    parser.add_argument("--doc", default="", help="write the figures into this doc and the README's table")
+    parser.add_argument("--render", default="", help="only write --doc from a finished run's figures.json")
     args = parser.parse_args()
+    if args.render:
+        return record(json.loads(Path(args.render).read_text()), args)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     from hello_agents_rl.interfaces.tool import RLTrainingTool
 
@@ -109,36 +112,60 @@ def main() -> int:
         "base_answers": answers(base["details"]), "grpo_answers": answers(after["details"]),
         "doctor": grpo.get("diagnostics", []),
     }
+    figures["verdicts"] = verdicts(figures)
     (out / "figures.json").write_text(json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
+    print("\n".join(figures["verdicts"]))
+    return record(figures, args)
+
+
+def verdicts(f: dict[str, Any]) -> list[str]:
     checks = [
-        (f"GRPO - base >= +{TARGETS['min_gain']:.0f} points", figures["gain_points"] >= TARGETS["min_gain"]),
-        ("95% paired interval above 0", figures["interval"][0] > TARGETS["min_interval_low"]),
-        (f"wall time <= {TARGETS['max_wall_s']:.0f} s", wall <= TARGETS["max_wall_s"]),
+        (f"GRPO - base >= +{TARGETS['min_gain']:.0f} points", f["gain_points"] >= TARGETS["min_gain"]),
+        ("95% paired interval above 0", f["interval"][0] > TARGETS["min_interval_low"]),
+        (f"wall time <= {TARGETS['max_wall_s']:.0f} s", f["wall_s"] <= TARGETS["max_wall_s"]),
     ]
-    for name, ok in checks:
-        print(f"{'PASS' if ok else 'FAIL'} {name}")
+    return [f"{'PASS' if ok else 'FAIL'} {name}" for name, ok in checks]
+
+
+def record(figures: dict[str, Any], args: argparse.Namespace) -> int:
+    """The doc's block and the README's row, from one run's figures."""
+    from real_model_readme import update_record
+
+    figures["verdicts"] = verdicts(figures)
     if args.doc:
         write_block(Path(args.doc), block(figures, args), MARKERS)
-    return 0 if all(ok for _, ok in checks) else 1
+        update_record("task", {"command": command(figures, args), "runs": [{
+            "label": f" (`{figures['task']}`; accuracy over the 250 held-out rows, the gain over its "
+                     f"{figures['questions']} distinct questions)", "start": figures["base_accuracy"], "after": figures["grpo_accuracy"],
+            "gain": figures["gain_points"], "interval": figures["interval"], "wall_s": figures["wall_s"]}]})
+    return 0 if all(line.startswith("PASS") for line in figures["verdicts"]) else 1
+
+
+def command(f: dict[str, Any], args: argparse.Namespace) -> str:
+    return (f"python benchmarks/real_model_task.py --task {f['task']} --config '{json.dumps(f['config'])}' "
+            f"--steps {args.steps} --temperature {args.temperature:g} --seed {f['seed']} --doc docs/real_model.md")
 
 
 def block(f: dict[str, Any], args: argparse.Namespace) -> str:
-    command = (f"python benchmarks/real_model_task.py --task {args.task} --config '{json.dumps(args.config)}' "
-               f"--steps {args.steps} --temperature {args.temperature:g} --seed {args.seed} --doc docs/real_model.md")
     return "\n".join([
-        f"`{command}` (2 cores, {f['wall_s']:.0f} s wall, {f['cpu_s']:.0f} s CPU, GRPO {f['grpo_s']:.0f} s):",
+        "## A reasoning-gym task from the base model (figures written by the script)",
         "",
-        "| reasoning_gym:" + f"{f['task']} {json.dumps(f['config'])}, {f['questions']} held-out, greedy | accuracy | "
+        f"`{command(f, args)}` (2 cores, {f['wall_s']:.0f} s wall, {f['cpu_s']:.0f} s CPU, GRPO {f['grpo_s']:.0f} s):",
+        "",
+        f"| reasoning_gym:{f['task']} {json.dumps(f['config'])}: {EVAL_QUESTIONS} held-out rows, greedy | accuracy | "
         "format | most frequent answers |",
         "|---|---:|---:|---|",
         f"| base SmolLM2-135M-Instruct | {f['base_accuracy']:.1%} | {f['base_format_rate']:.1%} | {f['base_answers']} |",
         f"| after GRPO (LoRA, {args.steps} steps of 4 x 8) | {f['grpo_accuracy']:.1%} | {f['grpo_format_rate']:.1%} "
         f"| {f['grpo_answers']} |",
         "",
-        f"GRPO - base: **{f['gain_points']:+.1f} points**, 95% paired interval [{f['interval'][0]:+.1f}, "
-        f"{f['interval'][1]:+.1f}], McNemar p = {f['mcnemar_p']:.2g}; final KL {f['final_kl']}; "
+        f"GRPO - base on the {f['questions']} distinct questions among them (a generator may repeat a question; none "
+        f"is in the training split): **{f['gain_points']:+.1f} points**, 95% paired interval [{f['interval'][0]:+.1f}, "
+        f"{f['interval'][1]:+.1f}], McNemar p = {f['mcnemar_p']:.2g}; final KL {f['final_kl']:.3g}; "
         f"doctor: {'; '.join(f['doctor']) or 'no findings'}.",
+        "",
+        *f["verdicts"],
     ])
 
 
