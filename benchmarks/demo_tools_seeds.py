@@ -18,8 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-TARGETS = {"mean_gain": 30.0, "min_gain": 20.0, "max_wall_s": 360.0}
-QUICK_TARGETS = {"mean_gain": 15.0, "min_gain": 15.0, "max_wall_s": 180.0}  # CI: tests/test_demo_tools.py
+# the tiny demo runs on one thread: its CPU seconds are its wall time on an idle core (a shared machine's wall clock
+# counts the neighbours too); SmolLM2's target is wall time on 2 idle cores (both clocks are in the table)
+TARGETS = {"mean_gain": 30.0, "min_gain": 20.0, "max_cpu_s": 360.0}
+QUICK_TARGETS = {"mean_gain": 15.0, "min_gain": 15.0, "max_cpu_s": 180.0}  # CI: tests/test_demo_tools.py
 SMOLLM2_TARGETS = {"mean_gain": 30.0, "min_gain": 30.0, "max_wall_s": 900.0}  # issue 19: >= +30, <= 15 minutes
 SMOLLM2_QUICK_TARGETS = {"mean_gain": 10.0, "min_gain": 10.0, "max_wall_s": 600.0}
 TARGET_SETS = {("tiny", False): TARGETS, ("tiny", True): QUICK_TARGETS, ("smollm2", False): SMOLLM2_TARGETS,
@@ -72,13 +74,27 @@ def table(runs: dict[int, dict]) -> tuple[str, dict[str, float]]:
 
 
 def check(summary: dict[str, float], targets: dict[str, float]) -> list[str]:
+    clock = "cpu" if "max_cpu_s" in targets else "wall"
+    limit = targets[f"max_{clock}_s"]
     return [f"{'PASS' if ok else 'FAIL'} {text}" for ok, text in (
         (summary["mean_gain"] >= targets["mean_gain"], f"mean gain >= {targets['mean_gain']:g} points"),
         (summary["min_gain"] >= targets["min_gain"], f"every seed's gain >= {targets['min_gain']:g} points"),
-        # the demo runs on one thread: its CPU seconds are its wall time on an idle core; the wall clock of a
-        # machine shared with other jobs counts the neighbours too (both are in the table)
-        (summary["max_cpu_s"] <= targets["max_wall_s"], f"CPU time <= {targets['max_wall_s']:g} s per demo"),
+        (summary[f"max_{clock}_s"] <= limit, f"{clock.upper() if clock == 'cpu' else clock} time <= {limit:g} s per demo"),
     )]
+
+
+def record_smollm2(runs: dict[int, dict], report: str, command: str) -> None:
+    from real_model_common import write_block as write_doc_block
+    from real_model_readme import DOC, update_record
+
+    rows = [{"label": f", seed {seed} (tool calls {r['sft']['tool_call_rate']:.0%} -> {r['grpo']['tool_call_rate']:.0%})",
+             "start": r["sft"]["accuracy"], "after": r["grpo"]["accuracy"],
+             "gain": round(100 * (r["grpo"]["accuracy"] - r["sft"]["accuracy"]), 1),
+             "interval": r["grpo_minus_sft"]["interval"], "wall_s": r["process_wall_s"]} for seed, r in runs.items()]
+    update_record("tools", {"command": command, "runs": rows})
+    write_doc_block(DOC, "## The tool demo on SmolLM2 (figures written by the script)\n\n" + report,
+                    ("<!-- tools-seeds:begin (benchmarks/demo_tools_seeds.py --model smollm2 writes this block) -->",
+                     "<!-- tools-seeds:end -->"))
 
 
 def main() -> int:
@@ -110,7 +126,9 @@ def main() -> int:
               f"({'; '.join(verdicts)}).\n")
     print(report)
     (root / "summary.json").write_text(json.dumps({"summary": summary, "verdicts": verdicts}, indent=2))
-    if args.readme and args.model == "tiny":  # SmolLM2's figures go to docs/real_model.md
+    if args.readme and args.model == "smollm2":  # docs/real_model.md and the README's real-model table
+        record_smollm2(runs, report, command + " --readme")
+    if args.readme and args.model == "tiny":
         from readme_blocks import write_block
 
         write_block("demo-tools", report)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.data.multiplication import make_dataset
+from hello_agents_rl.evaluation.stats import paired_interval
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
@@ -96,6 +97,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         "quick": quick,
         "sft": summary(sft, sft_eval),
         "grpo": summary(grpo, grpo_eval),
+        "grpo_minus_sft": paired_gain(out),
         "recipe": asdict(recipe),
         "seconds": laps,
         "wall_time_s": round(time.time() - started, 1),
@@ -151,6 +153,19 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
     return {**{k: evaluation[k] for k in keys}, "model_path": train["model_path"],
             "train_runtime_s": train["train_runtime_s"], "num_steps": train["num_steps"],
             **({"tools": train["tools"]} if "tools" in train else {})}
+
+
+def paired_gain(out: Path) -> dict[str, Any]:
+    """GRPO - SFT on the same held-out questions (from both eval_details.jsonl): points and 95% bootstrap interval."""
+    import json
+
+    right = {key: {row["question"]: row["correct"] for row in map(json.loads, (out / key / "eval_details.jsonl")
+                                                                   .read_text().splitlines())}
+             for key in ("sft", "grpo")}
+    questions = sorted(right["sft"].keys() & right["grpo"].keys())
+    gain, low, high = paired_interval([right["sft"][q] for q in questions], [right["grpo"][q] for q in questions])
+    return {"points": round(100 * gain, 1), "interval": [round(100 * low, 1), round(100 * high, 1)],
+            "questions": len(questions)}
 
 
 def format_table(results: dict[str, Any]) -> str:
