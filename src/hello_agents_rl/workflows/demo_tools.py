@@ -61,7 +61,7 @@ QUICK = Recipe(grpo_steps=20, eval_questions=200)
 SMOLLM2 = Recipe(model="smollm2", use_lora=True, tool_rate=0.3, sft_steps=40, sft_batch_size=8,
                  sft_learning_rate=2e-4, sft_warmup_ratio=0.1, grpo_steps=16, grpo_batch_size=4, num_generations=8,
                  grpo_learning_rate=1e-4, kl_coef=0.05, max_new_tokens=96)  # a call, its result, the answer: ~76
-SMOLLM2_QUICK = replace(SMOLLM2, grpo_steps=8, eval_questions=100)
+SMOLLM2_QUICK = replace(SMOLLM2, eval_questions=100)  # the measured training; only the evaluation is shorter
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
 
