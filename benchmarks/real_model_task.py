@@ -132,7 +132,8 @@ def record(figures: dict[str, Any], args: argparse.Namespace) -> int:
     """The doc's block and the README's row, from one run's figures."""
     from real_model_readme import update_record
 
-    figures["verdicts"] = verdicts(figures)
+    if "verdicts" not in figures:  # a figures.json written before verdicts were kept in it
+        figures["verdicts"] = verdicts(figures)
     if args.doc:
         write_block(Path(args.doc), block(figures, args), MARKERS)
         update_record("task", {"command": command(figures, args), "runs": [{

@@ -22,6 +22,17 @@ def paired_interval(a: list[bool], b: list[bool], resamples: int = 10_000, seed:
     return float(diffs.mean()), float(low), float(high)
 
 
+def paired_gain(before: list[dict], after: list[dict]) -> dict:
+    """`after` - `before` on the questions both answered (detail rows with `question` and `correct`): the gain in
+    points, its 95% paired-bootstrap interval, and how many questions it is over."""
+    a = {row["question"]: row["correct"] for row in before}
+    b = {row["question"]: row["correct"] for row in after}
+    questions = sorted(a.keys() & b.keys())
+    gain, low, high = paired_interval([a[q] for q in questions], [b[q] for q in questions])
+    return {"points": round(100 * gain, 1), "interval": [round(100 * low, 1), round(100 * high, 1)],
+            "questions": len(questions)}
+
+
 def mcnemar_p(a: list[bool], b: list[bool]) -> float:
     """Exact two-sided McNemar test: of the questions where the two differ, is the split 50/50?"""
     gained = sum(1 for x, y in zip(a, b) if y and not x)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.data.arithmetic import make_dataset
-from hello_agents_rl.evaluation.stats import paired_interval
+from hello_agents_rl.evaluation import stats
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
@@ -246,15 +246,9 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
 
 def paired_gain(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
     """GRPO - SFT on the same questions: the gain in points and its 95% paired-bootstrap interval, per subset."""
-    out = {}
-    for name, keep in (("all", lambda r: True), ("carry", lambda r: r["carry"]), ("no_carry", lambda r: not r["carry"])):
-        a = {r["question"]: r["correct"] for r in before if keep(r)}
-        b = {r["question"]: r["correct"] for r in after if keep(r)}
-        questions = sorted(a.keys() & b.keys())
-        gain, low, high = paired_interval([a[q] for q in questions], [b[q] for q in questions])
-        out[name] = {"points": round(100 * gain, 1), "interval": [round(100 * low, 1), round(100 * high, 1)],
-                     "questions": len(questions)}
-    return out
+    subsets = {"all": lambda r: True, "carry": lambda r: r["carry"], "no_carry": lambda r: not r["carry"]}
+    return {name: stats.paired_gain([r for r in before if keep(r)], [r for r in after if keep(r)])
+            for name, keep in subsets.items()}
 
 
 def demonstrator_accuracy(seed: int, carry_error: float) -> dict[str, float]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.data.multiplication import make_dataset
-from hello_agents_rl.evaluation.stats import paired_interval
+from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
@@ -92,13 +92,14 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     sft_eval = evaluate(sft["model_path"], recipe, seed, out / "sft" / "eval_details.jsonl")
     grpo_eval = evaluate(grpo["model_path"], recipe, seed, out / "grpo" / "eval_details.jsonl")
     lap("evaluate")
+    details = eval_details(out)
     results = {
         "task": "tools",
         "seed": seed,
         "quick": quick,
         "sft": summary(sft, sft_eval),
         "grpo": summary(grpo, grpo_eval),
-        "grpo_minus_sft": paired_gain(out),
+        "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]),
         "recipe": asdict(recipe),
         "seconds": laps,
         "wall_time_s": round(time.time() - started, 1),
@@ -156,17 +157,13 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
             **({"tools": train["tools"]} if "tools" in train else {})}
 
 
-def paired_gain(out: Path) -> dict[str, Any]:
-    """GRPO - SFT on the same held-out questions (from both eval_details.jsonl): points and 95% bootstrap interval."""
+def eval_details(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """The SFT and GRPO models' per-question rows, as their evaluations wrote them (absent: none)."""
     import json
 
-    right = {key: {row["question"]: row["correct"] for row in map(json.loads, (out / key / "eval_details.jsonl")
-                                                                   .read_text().splitlines())}
-             for key in ("sft", "grpo")}
-    questions = sorted(right["sft"].keys() & right["grpo"].keys())
-    gain, low, high = paired_interval([right["sft"][q] for q in questions], [right["grpo"][q] for q in questions])
-    return {"points": round(100 * gain, 1), "interval": [round(100 * low, 1), round(100 * high, 1)],
-            "questions": len(questions)}
+    paths = {key: out / key / "eval_details.jsonl" for key in ("sft", "grpo")}
+    return {key: [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+            for key, path in paths.items()}
 
 
 def format_table(results: dict[str, Any]) -> str:
@@ -181,8 +178,6 @@ def format_table(results: dict[str, Any]) -> str:
 
 def write_report(out: Path, results: dict[str, Any]) -> Path:
     """report.md: accuracy and the tool metrics before/after, and one question both ways (from eval_details.jsonl)."""
-    import json
-
     lines = ["# Tool demo: GRPO learns to call the calculator", "",
              f"Held-out, greedy, {results['grpo']['num_questions']} questions, calculator available (seed {results['seed']}).",
              "", "| model | accuracy | tool-call rate | failed calls | calls/question | out of turns |",
@@ -191,10 +186,7 @@ def write_report(out: Path, results: dict[str, Any]) -> Path:
         r = results[key]
         lines.append(f"| {name} | {r['accuracy']:.1%} | {r['tool_call_rate']:.1%} | {r['failed_call_rate']:.1%} | "
                      f"{r['mean_calls']:.2f} | {r['turns_exhausted_rate']:.1%} |")
-    details = {}
-    for key in ("sft", "grpo"):
-        path = out / key / "eval_details.jsonl"
-        details[key] = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    details = eval_details(out)
     pairs = [(s, g) for s, g in zip(details["sft"], details["grpo"]) if g["correct"] and not s["correct"]]
     if pairs:
         sft, grpo = pairs[0]
