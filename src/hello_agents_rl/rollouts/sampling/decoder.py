@@ -12,12 +12,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from hello_agents_rl import speedups
+
 # Llama-family decoders this view reproduces exactly: pre-norm, RMSNorm, RoPE, GQA, SwiGLU MLP.
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # Above this many bytes of projection weights, do not build merged/fused copies (memory would grow by
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
+# The row count MKL's packed GEMM is told to expect (a hint: any row count gives the same products).
+PACK_ROWS_HINT = 16
+
+
+def can_pack(weight: torch.Tensor) -> bool:
+    """Whether MKL's packed GEMM can hold this weight (fp32 on a CPU build with MKL) and the switch allows it."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
+            and torch._C.has_mkl and speedups.on("packed_weights"))
 
 
 class Unsupported(Exception):
@@ -48,12 +58,23 @@ class _Linear:
     weight: torch.Tensor
     bias: torch.Tensor | None
     loras: list[tuple[torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
+    packed: torch.Tensor | None = None  # the weight in MKL's packed layout (an owned copy, see pack())
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x, self.weight, self.bias)
+        if self.packed is not None and not torch.is_grad_enabled():
+            y = torch.ops.mkl._mkl_linear(x, self.packed, self.weight, self.bias, PACK_ROWS_HINT)
+        else:
+            y = F.linear(x, self.weight, self.bias)
         for a, b, scale in self.loras:  # PEFT may keep adapters in float32 under a bf16 base: cast like it does
             y = y + (F.linear(F.linear(x.to(a.dtype), a), b) * scale).to(y.dtype)
         return y
+
+    def pack(self) -> None:
+        """Pack the weight once for MKL's GEMM: F.linear re-packs it on every call, which at a decode step's
+        few rows costs about as much as the product (bit-identical results; a copy of the weight)."""
+        if not self.loras and can_pack(self.weight):
+            with torch.no_grad():
+                self.packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.detach(), PACK_ROWS_HINT)
 
     def merged_weight(self) -> torch.Tensor:
         weight = self.weight
@@ -64,7 +85,8 @@ class _Linear:
 
 def _fuse(parts: list[_Linear]) -> _Linear:
     """One projection for several that read the same input: merged LoRA, concatenated outputs (a copy)."""
-    weight = torch.cat([p.merged_weight() for p in parts], dim=0)
+    with torch.no_grad():  # a frozen copy for inference: no graph back to the live LoRA weights
+        weight = torch.cat([p.merged_weight() for p in parts], dim=0)
     if all(p.bias is None for p in parts):
         bias = None
     else:
@@ -179,6 +201,11 @@ class FastDecoder:
                 layer.qkv, layer.gate_up = [_fuse(layer.qkv)], [_fuse(layer.gate_up)]
                 layer.o, layer.down = _fuse([layer.o]), _fuse([layer.down])
             self.lm_head = _fuse([self.lm_head]) if self.lm_head.loras else self.lm_head
+            for linear in self._projections():
+                linear.pack()
+
+    def _projections(self) -> list[_Linear]:
+        return [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)] + [self.lm_head]
 
     def _qk_norm(self, attn: Any) -> tuple[torch.Tensor, float] | None:
         if not hasattr(attn, "q_norm"):

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
 from hello_agents_rl.rollouts.sampling.kv_cache import grow, prefill
 
@@ -29,6 +30,22 @@ def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float) -> torc
         logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
     return logits
 
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row of probs [B, V] -> [B], from the categorical distribution each row defines.
+
+    By the inverse CDF: one uniform per row against the row's cumulative sum, in float64 so that the tail's
+    tiny probabilities are not rounded away. torch.multinomial draws an exponential for every vocabulary entry
+    (a 49k vocabulary: ~12 ms a step on two cores, against ~0.3 ms here). Same distribution, other stream.
+    """
+    if not speedups.on("inverse_cdf"):
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    cdf = probs.double().cumsum(dim=-1)
+    total = cdf[:, -1:]
+    uniform = torch.rand(total.shape, generator=generator, dtype=torch.float64, device=probs.device) * total
+    # strictly below the total: the first entry whose cumulative sum exceeds it has non-zero probability
+    uniform = torch.minimum(uniform, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, uniform, right=True).squeeze(1)
 
 
 @torch.no_grad()
@@ -70,7 +87,7 @@ def sample(
         if temperature > 0:
             scaled = logits / temperature
             probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            token = draw(probs, generator)
         else:
             scaled = logits
             token = logits.argmax(dim=-1)

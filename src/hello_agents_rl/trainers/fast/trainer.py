@@ -19,6 +19,7 @@ from hello_agents_rl.trainers.fast.coupling import class_blocker, instance_block
 from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
 from hello_agents_rl.trainers.fast.record import FastPathRecord
 from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_blocker, shared_prefix_logps
+from hello_agents_rl.trainers.fast.vocab_tile import cpu_vocab_tile
 from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, device_blocker, enabled, version_blocker
 
 
@@ -106,7 +107,7 @@ def fast_grpo_trainer_class() -> type:
                     index = torch.tensor(rows[start : start + batch_size], device=input_ids.device)
                     ids = input_ids[index, : prompt_len + width]
                     mask = attention_mask[index, : prompt_len + width]
-                    with self.accelerator.autocast():
+                    with self.accelerator.autocast(), cpu_vocab_tile(ids.device.type):
                         if decoder is not None:
                             with profiling_context(self, "fast.score"):
                                 part = (score(decoder, ids, mask, width, self.temperature), None)
@@ -115,7 +116,9 @@ def fast_grpo_trainer_class() -> type:
                             part = shared_prefix_logps(unwrapped, ids, mask, width, compute_entropy)
                             self._fast_record.ran("shared_prompt_forwards" if part is not None else "trl_forwards")
                     if part is None:  # no prompt repeats in these rows (data, not a fallback): TRL's own forward
-                        part = super()._get_per_token_logps_and_entropies(model, ids, mask, width, None, compute_entropy)[:2]
+                        with cpu_vocab_tile(ids.device.type):
+                            part = super()._get_per_token_logps_and_entropies(
+                                model, ids, mask, width, None, compute_entropy)[:2]
                     parts.append(tuple(None if t is None else F.pad(t, (0, logits_to_keep - width)) for t in part))
                     order.append(index)
             restore = torch.argsort(torch.cat(order))

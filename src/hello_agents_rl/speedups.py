@@ -1,0 +1,33 @@
+"""A leaf: the fast path's optimisations, one switch each, so a benchmark measures what each one buys.
+
+`HELLO_AGENTS_FAST_OFF=packed_weights,inverse_cdf` turns those off (the rest stay on); `HELLO_AGENTS_FAST=0`
+(trainers/fast/verified.py) turns the whole fast path off. Every entry has a semantics test
+(tests/test_speedups.py) and a benchmark variant `ours-<name>` (benchmarks/real_model.py). Imports nothing of
+the package.
+"""
+
+from __future__ import annotations
+
+import os
+
+OFF_SWITCH = "HELLO_AGENTS_FAST_OFF"
+
+OPTIMISATIONS = {
+    "packed_weights": "the sampler's and scorer's fp32 matmuls on weights packed once per rollout for MKL's GEMM "
+                      "(CPU): the same products, bit for bit, without re-packing every weight on every call",
+    "inverse_cdf": "a sampled token from one uniform draw per row against the float64 cumulative distribution, "
+                   "instead of torch.multinomial's exponential draw for every vocabulary entry",
+    "vocab_tile": "the training forward's fused LM head scores the vocabulary in tiles of 2,048 on CPU instead of "
+                  "TRL's 32,768 (a tile that stays in cache; the same log-probs up to float rounding)",
+}
+
+
+def on(name: str) -> bool:
+    """Whether optimisation `name` is switched on (all are, unless named in $HELLO_AGENTS_FAST_OFF)."""
+    if name not in OPTIMISATIONS:
+        raise KeyError(f"unknown optimisation {name!r}; known: {', '.join(OPTIMISATIONS)}")
+    off = {part.strip() for part in os.environ.get(OFF_SWITCH, "").split(",") if part.strip()}
+    unknown = off - OPTIMISATIONS.keys()
+    if unknown:
+        raise ValueError(f"${OFF_SWITCH} names {', '.join(sorted(unknown))}; known: {', '.join(OPTIMISATIONS)}")
+    return name not in off
