@@ -20,8 +20,6 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
-# The row count MKL's packed GEMM is told to expect (a hint: any row count gives the same products).
-PACK_ROWS_HINT = 16
 
 
 def can_pack(weight: torch.Tensor) -> bool:
@@ -59,22 +57,25 @@ class _Linear:
     bias: torch.Tensor | None
     loras: list[tuple[torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
     packed: torch.Tensor | None = None  # the weight in MKL's packed layout (an owned copy, see pack())
+    pack_rows: int = 0  # the row count it was packed for
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and not torch.is_grad_enabled():
-            y = torch.ops.mkl._mkl_linear(x, self.packed, self.weight, self.bias, PACK_ROWS_HINT)
+            y = torch.ops.mkl._mkl_linear(x, self.packed, self.weight, self.bias, self.pack_rows)
         else:
             y = F.linear(x, self.weight, self.bias)
         for a, b, scale in self.loras:  # PEFT may keep adapters in float32 under a bf16 base: cast like it does
             y = y + (F.linear(F.linear(x.to(a.dtype), a), b) * scale).to(y.dtype)
         return y
 
-    def pack(self) -> None:
-        """Pack the weight once for MKL's GEMM: F.linear re-packs it on every call, which at a decode step's
-        few rows costs about as much as the product (bit-identical results; a copy of the weight)."""
+    def pack(self, rows: int) -> None:
+        """Pack the weight once for MKL's GEMM at `rows` rows per call (a hint: other row counts give the same
+        products, a little slower): F.linear re-packs it on every call, which at a decode step's few rows costs
+        about a third of the step (bit-identical results; a copy of the weight)."""
         if not self.loras and can_pack(self.weight):
             with torch.no_grad():
-                self.packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.detach(), PACK_ROWS_HINT)
+                self.packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.detach(), rows)
+            self.pack_rows = rows
 
     def merged_weight(self) -> torch.Tensor:
         weight = self.weight
@@ -152,7 +153,9 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch
 class FastDecoder:
     """Read-only functional view of a Llama-family causal LM (optionally under PEFT LoRA)."""
 
-    def __init__(self, model: Any, fuse: bool | None = None) -> None:
+    def __init__(self, model: Any, fuse: bool | None = None, pack_rows: int | None = None) -> None:
+        """fuse: merged and fused weight copies (default: below FUSE_LIMIT_BYTES); pack_rows: with fused copies,
+        also pack them for MKL's GEMM at that many rows per call (decode steps; scoring's long rows gain little)."""
         base = base_model(model)
         config = base.config
         blocker = architecture_blocker(config)
@@ -201,8 +204,8 @@ class FastDecoder:
                 layer.qkv, layer.gate_up = [_fuse(layer.qkv)], [_fuse(layer.gate_up)]
                 layer.o, layer.down = _fuse([layer.o]), _fuse([layer.down])
             self.lm_head = _fuse([self.lm_head]) if self.lm_head.loras else self.lm_head
-            for linear in self._projections():
-                linear.pack()
+            for linear in self._projections() if pack_rows else ():
+                linear.pack(pack_rows)
 
     def _projections(self) -> list[_Linear]:
         return [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)] + [self.lm_head]
@@ -273,8 +276,8 @@ class FastDecoder:
 
 
 
-def fast_decoder_or_reason(model: Any) -> tuple[FastDecoder | None, str | None]:
+def fast_decoder_or_reason(model: Any, pack_rows: int | None = None) -> tuple[FastDecoder | None, str | None]:
     try:
-        return FastDecoder(model), None
+        return FastDecoder(model, pack_rows=pack_rows), None
     except Unsupported as why:
         return None, str(why)

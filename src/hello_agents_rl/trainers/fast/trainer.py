@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from hello_agents_rl.rollouts.sampling import fast_decoder_or_reason, no_active_dropout, sample, sampler_settings, score
 from hello_agents_rl.trainers.fast import chunked_loss
+from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
 from hello_agents_rl.trainers.fast.buckets import length_buckets
 from hello_agents_rl.trainers.fast.coupling import class_blocker, instance_blocker
 from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
@@ -45,6 +46,8 @@ def fast_grpo_trainer_class() -> type:
                 self._fast_record.fell_back("all", self._fast_off)
             else:
                 self._fast_record.ran("fast_dropout_layers", use_fast_dropout(self.model))
+                if self.accelerator.device.type == "cpu" and keep_freed_memory() is None:
+                    self._fast_record.ran("malloc_reuse")  # else glibc's defaults, as in any other process
 
         @property
         def fast_path(self) -> dict[str, Any]:
@@ -172,7 +175,7 @@ def fast_grpo_trainer_class() -> type:
                 model = self.accelerator.unwrap_model(self.model)
                 settings, blocker = sampler_settings(model, self.generation_config)
             if blocker is None:
-                decoder, blocker = fast_decoder_or_reason(model)
+                decoder, blocker = fast_decoder_or_reason(model, pack_rows=len(prompt_ids))
             if blocker is not None:
                 if blocker:  # "" = the whole fast path is off, already reported once
                     self._fast_record.fell_back("sampler", blocker, len(prompt_ids))
@@ -188,6 +191,7 @@ def fast_grpo_trainer_class() -> type:
                     eos_token_ids=list(self.eos_token_ids),
                     pad_token_id=self._tokenizer.pad_token_id,
                     decoder=decoder,
+                    with_logprobs=False,  # TRL's generate path hands none either (see below)
                     **settings,
                 )
             del decoder  # frees the merged weights before the training forward
