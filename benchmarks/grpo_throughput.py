@@ -35,7 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import roofline
 from child_runs import median, report, result_of
+from phase_timer import phase_split, timed_trainer
 
 HERE = Path(__file__).resolve().parent
 
@@ -118,9 +120,14 @@ def held_out_accuracy(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> f
     return evaluate_model(model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=125)["accuracy"]
 
 
-def run_ours(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts: Any) -> tuple[list[dict], Any, Any]:
+def run_ours(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts: Any,
+             timed: Any) -> tuple[list[dict], Any, Any]:
+    import hello_agents_rl.trainers.fast as fast
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents.tools import RLTrainingTool
+
+    instrumented = timed(fast.fast_grpo_trainer_class())
+    fast.fast_grpo_trainer_class = lambda: instrumented  # trainers/build.py looks it up at call time
 
     result = RLTrainingTool().run({
         "action": "train", "algorithm": "grpo", "model_name": model_path, "output_dir": str(out), "dataset": prompts,
@@ -134,7 +141,8 @@ def run_ours(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompt
     return [e for e in logs if "reward" in e], load_model(result["model_path"]), load_tokenizer(result["model_path"])
 
 
-def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts: Any, tuned: bool) -> tuple[list[dict], Any, Any]:
+def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts: Any, tuned: bool,
+            timed: Any) -> tuple[list[dict], Any, Any]:
     # As TRL's GRPOTrainer docs show it: a config, a reward function, a LoRA config, the model's path.
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
@@ -158,7 +166,7 @@ def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts
     )
     lora = LoraConfig(r=LEARNING["lora_r"], lora_alpha=LEARNING["lora_alpha"], lora_dropout=0.05,
                       target_modules="all-linear", task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model_path, reward_funcs=accuracy, args=args, peft_config=lora,
+    trainer = timed(GRPOTrainer)(model=model_path, reward_funcs=accuracy, args=args, peft_config=lora,
                           train_dataset=prompts.select_columns(["prompt", "ground_truth"]))
     trainer.train()
     logs = [e for e in trainer.state.log_history if "reward" in e]
@@ -169,13 +177,21 @@ def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts
 def child(variant: str, workload: str, seed: int, model_path: str, out: Path) -> dict[str, Any]:
     from hello_agents_rl.data.arithmetic import make_dataset
 
+    from collections import defaultdict
+
     TrainTimer.install()
     spec = WORKLOADS[workload]
     prompts = make_dataset("train", spec["steps"] * spec["prompts"], seed=1000 + seed)
+    times: dict[str, float] = defaultdict(float)
+    batches: list[dict] = []
+
+    def timed(base: type) -> type:
+        return timed_trainer(base, times, batches)
+
     if variant == "ours":
-        logs, model, tokenizer = run_ours(spec, seed, model_path, out, prompts)
+        logs, model, tokenizer = run_ours(spec, seed, model_path, out, prompts, timed)
     else:
-        logs, model, tokenizer = run_trl(spec, seed, model_path, out, prompts, tuned=variant == "trl_tuned")
+        logs, model, tokenizer = run_trl(spec, seed, model_path, out, prompts, variant == "trl_tuned", timed)
     completions = spec["steps"] * spec["prompts"] * spec["generations"]
     tokens = sum(e["completions/mean_length"] for e in logs) * spec["prompts"] * spec["generations"]
     return {
@@ -187,6 +203,7 @@ def child(variant: str, workload: str, seed: int, model_path: str, out: Path) ->
         "last_quarter_reward": statistics.fmean(e["reward"] for e in logs[-max(1, len(logs) // 4) :]),
         "mean_completion_tokens": tokens / completions,
         "held_out_accuracy": held_out_accuracy(model, tokenizer),
+        "split_s_per_step": {k: v / len(logs) for k, v in phase_split(times).items()}, "batches": batches,
     }
 
 
@@ -240,6 +257,22 @@ def table(results: list[dict], variants: list[str]) -> str:
     return "\n".join(lines)
 
 
+# The target on the tiny model: (workload, baseline, at least this many times its completions/s)
+TARGETS = [("small", "trl", 2.0)]
+
+
+def verdicts(results: list[dict]) -> list[str]:
+    out = []
+    for workload, baseline, threshold in TARGETS:
+        ours = [r for r in results if r["workload"] == workload and r["variant"] == "ours"]
+        base = [r for r in results if r["workload"] == workload and r["variant"] == baseline]
+        if ours and base:
+            ratio = median(ours, "completions_per_s") / median(base, "completions_per_s")
+            out.append(f"{'PASS' if ratio >= threshold else 'FAIL'} {workload}: ours/{baseline} completions/s "
+                       f"{ratio:.2f}x (target >= {threshold:g}x)")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="small,large")
@@ -247,6 +280,8 @@ def main() -> None:
     parser.add_argument("--with-tuned", action="store_true", help="also run plain TRL with our CPU config choices")
     parser.add_argument("--workdir", default=os.environ.get("HELLO_AGENTS_BENCH_DIR", "/tmp/hello_agents_bench"))
     parser.add_argument("--json", help="write every run's numbers here")
+    parser.add_argument("--doc", default="", help="write the table and roofline into this markdown file "
+                                                   "(e.g. docs/performance.md)")
     parser.add_argument("--child"), parser.add_argument("--workload"), parser.add_argument("--seed", type=int)
     parser.add_argument("--model"), parser.add_argument("--out"), parser.add_argument("--prepare", action="store_true")
     args = parser.parse_args()
@@ -262,7 +297,14 @@ def main() -> None:
     model_path = prepare(workdir)
     variants = ["ours", "trl"] + (["trl_tuned"] if args.with_tuned else [])
     results = []
+    started = time.time()
+    shape = roofline.ModelShape.from_config(model_path, lora_rank=LEARNING["lora_r"])
+    machines: dict[str, roofline.Machine] = {}
     for workload in args.workloads.split(","):
+        spec = WORKLOADS[workload]
+        machines[workload] = roofline.measure(shape, spec["prompts"] * spec["generations"],
+                                              32 + spec["generations"] * spec["max_new_tokens"], threads=1)
+        print(f"  {workload} machine: {roofline.machine_line(machines[workload])}", flush=True)
         for rep in range(args.repeats):
             order = variants if rep % 2 == 0 else variants[::-1]  # alternate who goes first
             for variant in order:
@@ -273,8 +315,20 @@ def main() -> None:
                       f"reward {result['mean_reward']:.3f} acc {result['held_out_accuracy']:.3f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    print()
-    print(table(results, variants))
+    summary = table(results, variants)
+    lines = {w: roofline.by_variant(results, w, shape, machines[w]) for w in machines}
+    roofs = [f"{w}: {roofline.machine_line(machines[w])}\n\n{roofline.markdown(lines[w])}" for w in machines]
+    targets = verdicts(results)
+    print("", summary, "", "Roofline (medians over seeds):", *roofs, "", "Targets:", *targets, sep="\n")
+    if args.doc:
+        from real_model_common import write_block
+
+        command = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
+        block = "\n".join([f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs).", "",
+                           "```", summary, "```", "", "Targets:", "", *[f"* {t}" for t in targets], "",
+                           "Roofline (benchmarks/roofline.py: the machine measured in this run, one thread):", "", *roofs])
+        write_block(Path(args.doc), block, ("<!-- tiny-speed:begin (benchmarks/grpo_throughput.py writes this block) -->",
+                                            "<!-- tiny-speed:end -->"))
 
 
 if __name__ == "__main__":

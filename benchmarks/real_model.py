@@ -18,6 +18,12 @@ model), training forward+backward (`training_step` minus `_prepare_inputs`) and 
 tokenising, padding: the rest of `_prepare_inputs`), and the process's peak RSS at the end of train().
 The reward is `accuracy`: a 135M model scores ~0 on GSM8K, so this measures speed, not learning
 (benchmarks/real_model_learning.py measures learning).
+
+More variants: trl_gc (plain TRL with gradient checkpointing, TRL's documented way to fit a big batch in
+memory: the 8x8 comparison) and ours-<name> (ours with one optimisation of hello_agents_rl/speedups.py switched
+off, via $HELLO_AGENTS_FAST_OFF: what that optimisation buys). Before the rounds the parent measures the machine's
+own limits (benchmarks/roofline.py) and, after them, prints each phase against its bound (the roofline table) and
+each target of TARGETS as PASS or FAIL.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import roofline
 from child_runs import median, report, result_of
+from phase_timer import phase_split, timed_trainer
 from real_model_common import smollm2_gguf, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +51,17 @@ def markers(block: str) -> tuple[str, str]:
     name = "speed" if block == "main" else f"speed-{block}"
     return f"<!-- {name}:begin (benchmarks/real_model.py writes this block) -->", f"<!-- {name}:end -->"
 PARTS = ("generation", "reference", "train_fwd_bwd", "other")
+LORA_RANK = 16  # the tool's default, which the runs use
+# The issue's targets: (workload, what, baseline variant, at least / at most, threshold). "speedup" is ours' median
+# completions/s over the baseline's, "rss" ours' median peak RSS over the baseline's, "generation_bound" the
+# median fraction of its roofline bound ours' generation reaches.
+TARGETS = [
+    ("4x4", "speedup", "trl", ">=", 3.0),
+    ("4x4", "rss", "trl", "<=", 0.5),
+    ("8x8", "speedup", "trl_gc", ">=", 3.0),
+    ("4x4", "generation_bound", None, ">=", 0.5),
+    ("8x8", "generation_bound", None, ">=", 0.5),
+]
 
 
 def gsm8k_dir() -> str:
@@ -64,30 +83,6 @@ def child_env(threads: int) -> dict[str, str]:
 
 
 # --- one run (child process) --------------------------------------------------------------------------------
-
-
-def timed_trainer(base: type, times: dict[str, float]) -> type:
-    """`base` with the same instruments on both variants: where each optimizer step's seconds go."""
-    import torch
-
-    def clock(key: str, method: str):
-        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return getattr(super(Timed, self), method)(*args, **kwargs)
-            finally:
-                times[key if key != "logps" else ("train_forward" if torch.is_grad_enabled() else "reference")] += (
-                    time.perf_counter() - started)
-        return wrapped
-
-    class Timed(base):  # type: ignore[misc, valid-type]
-        training_step = clock("step", "training_step")
-        _prepare_inputs = clock("prepare", "_prepare_inputs")
-        _generate_single_turn = clock("generation", "_generate_single_turn")
-        _get_per_token_logps_and_entropies = clock("logps", "_get_per_token_logps_and_entropies")
-
-    Timed.__name__ = f"Timed{base.__name__}"
-    return Timed
 
 
 def memory_cap(limit_gb: float) -> None:
@@ -123,13 +118,14 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     from hello_agents_rl.interfaces.tool import RLTrainingTool
 
     times: dict[str, float] = defaultdict(float)
+    batches: list[dict] = []
     if variant == "ours_unchunked":  # ours before the chunked loss: the whole batch in one forward+backward
         chunked_loss.LOSS_CHUNK_TOKENS = 10**9
     if variant.startswith("ours") or variant == "vllm":
         base = fast.fast_grpo_trainer_class()
     else:
         from trl import GRPOTrainer as base
-    instrumented = timed_trainer(base, times)
+    instrumented = timed_trainer(base, times, batches)
     fast.fast_grpo_trainer_class = lambda: instrumented  # trainers/build.py looks it up at call time
 
     train_clock: dict[str, float] = {}
@@ -152,6 +148,7 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
         "max_new_tokens": args.max_new_tokens, "reward_type": "accuracy", "seed": seed, "logging_steps": 1,
         "save_steps": 100_000, "report_to": "none", "learning_rate": 1e-4, "warmup_ratio": 0.0,
         **({"use_vllm": True, "vllm_mode": "colocate"} if variant == "vllm" else {}),
+        **({"gradient_checkpointing": True} if variant == "trl_gc" else {}),
     })
     if result.get("status") != "completed":
         raise SystemExit(f"run failed: {json.dumps(result, default=str)[:2000]}")
@@ -161,9 +158,7 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     tokens = sum(e["completions/mean_length"] for e in logs) * prompts * gens
     wall = train_clock["wall"]
     steps = max(len(logs), 1)
-    split = {"generation": times["generation"], "reference": times["reference"],
-             "train_fwd_bwd": times["step"] - times["prepare"],
-             "other": times["prepare"] - times["generation"] - times["reference"]}
+    split = phase_split(times)
     return {
         "variant": variant, "workload": workload, "seed": seed, "steps": len(logs), "train_wall_s": wall,
         "train_cpu_s": train_clock["cpu"], "completions_per_s": completions / wall, "tokens_per_s": tokens / wall,
@@ -171,6 +166,7 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
         "peak_rss_mb": train_clock["rss_mb"], "mean_completion_tokens": tokens / completions,
         "fast_path": result.get("fast_path"), "torch_threads": torch.get_num_threads(),
         "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
+        "batches": batches,
     }
 
 
@@ -184,7 +180,10 @@ def spawn(variant: str, workload: str, seed: int, args: argparse.Namespace) -> d
            "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens)]
     cmd += ["--max-rss-gb", str(args.max_rss_gb)]
     started = time.time()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=child_env(args.threads))
+    env = child_env(args.threads)
+    if variant.startswith("ours-"):  # ours with one optimisation switched off (hello_agents_rl/speedups.py)
+        env["HELLO_AGENTS_FAST_OFF"] = variant.removeprefix("ours-")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode == 3 and "MEMORY CAP" in done.stdout:
         return {"variant": variant, "workload": workload, "seed": seed, "failed": f"resident memory passed the "
                 f"{args.max_rss_gb:g} GB cap after {time.time() - started:.0f} s (process start included)"}
@@ -209,8 +208,8 @@ def table(all_results: list[dict], workloads: list[str]) -> str:
                 f"| {median(rs, 's_per_step'):.1f} | {part['generation']:.1f} | {part['reference']:.1f} "
                 f"| {part['train_fwd_bwd']:.1f} | {part['other']:.1f} | {median(rs, 'peak_rss_mb'):.0f} "
                 f"| {median(rs, 'mean_completion_tokens'):.0f} |")
-        pairs = [(v, "trl") for v in rows if v != "trl" and "trl" in rows]
-        pairs += [("ours", "ours_unchunked")] if {"ours", "ours_unchunked"} <= rows.keys() else []
+        pairs = [(v, b) for b in ("trl", "trl_gc") if b in rows for v in rows if not v.startswith("trl")]
+        pairs += [("ours", v) for v in rows if v.startswith("ours") and v != "ours" and "ours" in rows]
         for a, b in pairs:
             o, t = rows[a], rows[b]
             lines.append(
@@ -236,6 +235,33 @@ def per_round(results: list[dict]) -> str:
                      f"| {r['tokens_per_s']:.1f} | {r['s_per_step']:.1f} | {s['generation']:.1f} / {s['reference']:.1f} / "
                      f"{s['train_fwd_bwd']:.1f} / {s['other']:.1f} | {r['peak_rss_mb']:.0f} |")
     return "\n".join(lines)
+
+
+def verdicts(results: list[dict], lines: dict[str, dict[str, list[dict]]]) -> list[str]:
+    """Each target of TARGETS that this run measured, as PASS or FAIL with its figure."""
+    out = []
+    for workload, what, baseline, sense, threshold in TARGETS:
+        ours = [r for r in results if r["workload"] == workload and r["variant"] == "ours" and "failed" not in r]
+        if not ours:
+            continue
+        if what == "generation_bound":
+            value = next(r["fraction"] for r in lines[workload]["ours"] if r["phase"] == "generation")
+            label = f"{workload}: ours' generation at {100 * value:.0f}% of its bound"
+        else:
+            base = [r for r in results if r["workload"] == workload and r["variant"] == baseline]
+            ok = [r for r in base if "failed" not in r]
+            if not base:
+                continue
+            key = "completions_per_s" if what == "speedup" else "peak_rss_mb"
+            if not ok:  # the baseline never finished a step (did not fit): no ratio to report
+                out.append(f"FAIL (unmeasured) {workload}: {baseline} failed in every round")
+                continue
+            value = median(ours, key) / median(ok, key)
+            label = f"{workload}: ours/{baseline} {'completions/s' if what == 'speedup' else 'peak RSS'} {value:.2f}x"
+        passed = value >= threshold if sense == ">=" else value <= threshold
+        out.append(f"{'PASS' if passed else 'FAIL'} {label} (target {sense} {threshold:g}"
+                   f"{'x' if what != 'generation_bound' else ''})")
+    return out
 
 
 def main() -> int:
@@ -267,7 +293,15 @@ def main() -> int:
     workloads = args.workloads.split(",")
     started = time.time()
     results = []
+    from hello_agents_rl.models import resolve_model_source
+
+    shape = roofline.ModelShape.from_config(resolve_model_source(args.model), lora_rank=LORA_RANK)
+    machines: dict[str, roofline.Machine] = {}
     for workload in workloads:
+        prompts, gens = (int(x) for x in workload.split("x"))
+        # a training chunk is one prompt group: ~a prompt plus gens completions
+        machines[workload] = roofline.measure(shape, prompts * gens, 96 + gens * args.max_new_tokens, args.threads)
+        print(f"  {workload} machine: {roofline.machine_line(machines[workload])}", flush=True)
         for rnd in range(args.rounds):
             variants = args.variants.split(",")
             order = variants if rnd % 2 == 0 else variants[::-1]
@@ -287,14 +321,19 @@ def main() -> int:
             Path(args.json or Path(args.workdir) / "results.json").write_text(json.dumps(results, indent=1))
     command = "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
     summary = table(results, workloads)
-    print(summary)
+    lines = {w: roofline.by_variant(results, w, shape, machines[w]) for w in workloads}
+    roofs = [f"{w}: {roofline.machine_line(machines[w])}\n\n{roofline.markdown(lines[w])}" for w in workloads if lines[w]]
+    targets = verdicts(results, lines)
+    print(summary, "", "Roofline (medians over rounds):", *roofs, "", "Targets:", *targets, sep="\n")
     if args.doc:
         block = "\n".join([
             f"## Speed and memory{': ' + args.label if args.label else ''} (figures written by the script)", "",
             f"Command: `{command}` (wall {time.time() - started:.0f} s; {os.cpu_count()} CPUs, torch threads "
             f"{args.threads}; {args.steps} optimizer step(s) per run, {args.max_new_tokens} new tokens; "
             "seconds per step split as the script's docstring says).", "",
-            "Medians over rounds:", "", summary, "", "Every run:", "", per_round(results),
+            "Medians over rounds:", "", summary, "", "Targets:", "", *[f"* {t}" for t in targets], "",
+            "Roofline (benchmarks/roofline.py: the machine measured in this run; each phase's work against it):", "",
+            *roofs, "", "Every run:", "", per_round(results),
         ])
         write_block(Path(args.doc), block, markers(args.block))
     return 0

@@ -1,0 +1,52 @@
+"""The same instrument on every variant of a GRPO benchmark: where each optimizer step's seconds go."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def timed_trainer(base: type, times: dict[str, float], batches: list[dict] | None = None) -> type:
+    """`base` with the same instruments on both variants: where each optimizer step's seconds go, and (batches)
+    what each rollout held: rows, distinct prompts and their tokens, completion tokens, the longest completion."""
+    import torch
+
+    def rollout(self: Any, prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            out = super(Timed, self)._generate_single_turn(prompt_ids, *args, **kwargs)
+        finally:
+            times["generation"] += time.perf_counter() - started
+        if batches is not None:
+            distinct = {tuple(p) for p in prompt_ids}
+            lengths = [len(c) for c in out[0]]
+            batches.append({"rows": len(prompt_ids), "prompt_tokens": sum(len(p) for p in distinct),
+                            "completion_tokens": sum(lengths), "decode_steps": max(lengths, default=0),
+                            "prompt_length": sum(len(p) for p in distinct) / max(len(distinct), 1)})
+        return out
+
+    def clock(key: str, method: str):
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return getattr(super(Timed, self), method)(*args, **kwargs)
+            finally:
+                times[key if key != "logps" else ("train_forward" if torch.is_grad_enabled() else "reference")] += (
+                    time.perf_counter() - started)
+        return wrapped
+
+    class Timed(base):  # type: ignore[misc, valid-type]
+        training_step = clock("step", "training_step")
+        _prepare_inputs = clock("prepare", "_prepare_inputs")
+        _generate_single_turn = rollout
+        _get_per_token_logps_and_entropies = clock("logps", "_get_per_token_logps_and_entropies")
+
+    Timed.__name__ = f"Timed{base.__name__}"
+    return Timed
+
+
+def phase_split(times: dict[str, float]) -> dict[str, float]:
+    """The seconds timed_trainer collected, as generation / reference / training forward+backward / other."""
+    return {"generation": times["generation"], "reference": times["reference"],
+            "train_fwd_bwd": times["step"] - times["prepare"],
+            "other": times["prepare"] - times["generation"] - times["reference"]}
