@@ -70,11 +70,17 @@ def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tens
     return loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
 
 
-@pytest.mark.parametrize("overrides", [{}, {"loss_type": "grpo", "steps_per_generation": 2}], ids=["dapo", "grpo_spg2"])
-def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path, monkeypatch, overrides: dict) -> None:
+@pytest.mark.parametrize("overrides, off", [({}, ""), ({"loss_type": "grpo", "steps_per_generation": 2}, ""),
+                                            ({}, "functional_forward")],
+                         ids=["dapo", "grpo_spg2", "dapo_module_forward"])
+def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path, monkeypatch, overrides: dict,
+                                                 off: str) -> None:
     """Same batch, dropout 0: the whole step (rollout record, reference and old-policy log-probs, advantages,
-    loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions."""
+    loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions -- with the
+    functional training forward (lora_forward.py) and, switched off, with the module path (shared_prefix.py)."""
     from trl.trainer.utils import split_tensor_dict
+
+    monkeypatch.setenv("HELLO_AGENTS_FAST_OFF", off)
 
     monkeypatch.setattr(buckets, "BUCKET_OVERHEAD_TOKENS", 0)  # split by length as much as allowed: buckets exercised
     ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, **overrides)
@@ -97,7 +103,8 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
             torch.testing.assert_close(grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)
     counts = ours.fast_path["counts"]
     assert counts["sampler_completions"] == len(rows), "the rollout was the lean sampler's"
-    assert counts["shared_prompt_forwards"] > 0 and counts["functional_scores"] > 0, "the fast forwards ran"
+    forward = "shared_prompt_forwards" if off else "functional_train_forwards"
+    assert counts.get(forward, 0) > 0 and counts["functional_scores"] > 0, "the fast forwards ran"
     assert ours.fast_path["fallbacks"] == []
 
 
@@ -132,7 +139,7 @@ def test_one_bf16_step_equals_trls_bf16_step(tiny_model: str, tmp_path: Path, mo
     assert counts["functional_scores"] > 0 and ours.fast_path["fallbacks"] == []
 
 def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, capsys) -> None:
-    """A GRPO run on a supported model goes through the lean sampler and the shared-prompt forward, and says so
+    """A GRPO run on a supported model goes through the lean sampler and the functional forward, and says so
     in the result and results.json; a renamed or reshaped TRL method would show up here as zero counts."""
     from hello_agents.tools import RLTrainingTool
 
@@ -147,8 +154,9 @@ def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, ca
     counts = record["counts"]
     assert counts["sampler_completions"] == 2 * 2 * 2, "every completion of both steps came from the lean sampler"
     assert counts.get("generate_completions", 0) == 0
-    assert counts["shared_prompt_forwards"] >= 2 and counts["fast_dropout_layers"] == 4 * 7
-    assert record["fallbacks"] == [] and "[fast path]" not in capsys.readouterr().out
+    assert counts["functional_train_forwards"] >= 2 and counts["fast_dropout_layers"] == 4 * 7
+    assert counts.get("shared_prompt_forwards", 0) == 0, "the module path is only the functional forward's fallback"
+    assert record["fallbacks"] == [] and record["passed_over"] == [] and "[fast path]" not in capsys.readouterr().out
     assert json.loads((out / "results.json").read_text())["fast_path"] == record
 
 

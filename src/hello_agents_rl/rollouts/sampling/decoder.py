@@ -56,6 +56,7 @@ class _Linear:
     weight: torch.Tensor
     bias: torch.Tensor | None
     loras: list[tuple[torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
+    dropouts: list[Any] = field(default_factory=list)  # each LoRA's dropout module (the training forward's)
     packed: torch.Tensor | None = None  # the weight in MKL's packed layout (an owned copy, see pack())
     pack_rows: int = 0  # the row count it was packed for
 
@@ -106,7 +107,7 @@ def _linear(module: Any) -> _Linear:
         return _Linear(base.weight, base.bias)
     if getattr(module, "fan_in_fan_out", False):
         raise Unsupported("fan_in_fan_out LoRA layers")
-    loras = []
+    loras, dropouts = [], []
     for name in module.active_adapters:
         if name not in module.lora_A:
             continue
@@ -116,7 +117,8 @@ def _linear(module: Any) -> _Linear:
         if not isinstance(a, torch.nn.Linear) or not isinstance(b, torch.nn.Linear) or b.bias is not None:
             raise Unsupported("LoRA layers with bias or non-linear adapters")
         loras.append((a.weight, b.weight, float(module.scaling[name])))
-    return _Linear(base.weight, base.bias, loras)
+        dropouts.append(module.lora_dropout[name] if name in module.lora_dropout else torch.nn.Identity())
+    return _Linear(base.weight, base.bias, loras, dropouts)
 
 
 @dataclass

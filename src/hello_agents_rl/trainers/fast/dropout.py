@@ -32,10 +32,14 @@ class FastDropout(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.threshold == 0:
             return x
+        return x * (self.keep_mask(x) * self.scale).to(x.dtype)
+
+    def keep_mask(self, x: torch.Tensor) -> torch.Tensor:
+        """The boolean mask forward() applies (True: kept), for callers that fold `scale` in elsewhere."""
         n = x.numel()
         words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
         lanes = words.view(torch.int16)[:n].view(x.shape) & (2**self.BITS - 1)
-        return x * ((lanes >= self.threshold) * self.scale).to(x.dtype)
+        return lanes >= self.threshold
 
     def extra_repr(self) -> str:
         return f"p={self.p}, quantised to {self.threshold}/2^{self.BITS}"

@@ -17,6 +17,7 @@ class FastPathRecord:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.fallbacks: dict[tuple[str, str], int] = {}
+        self.skipped: dict[tuple[str, str], int] = {}
 
     def ran(self, what: str, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
@@ -29,10 +30,17 @@ class FastPathRecord:
                 log.warning(message)
         self.fallbacks[(part, reason)] = self.fallbacks.get((part, reason), 0) + n
 
+    def passed_over(self, part: str, reason: str, n: int = 1) -> None:
+        """An optional speed-up of ours that did not apply, where another of ours did the work (not TRL's)."""
+        self.skipped[(part, reason)] = self.skipped.get((part, reason), 0) + n
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "sampler": self.counts.get("sampler_completions", 0) > 0,
-            "shared_prompt_forward": self.counts.get("shared_prompt_forwards", 0) > 0,
+            # both training forwards of ours compute each prompt once per group
+            "shared_prompt_forward": self.counts.get("shared_prompt_forwards", 0)
+            + self.counts.get("functional_train_forwards", 0) > 0,
             "counts": dict(sorted(self.counts.items())),
             "fallbacks": [{"part": p, "reason": r, "times": n} for (p, r), n in self.fallbacks.items()],
+            "passed_over": [{"part": p, "reason": r, "times": n} for (p, r), n in self.skipped.items()],
         }

@@ -12,11 +12,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hello_agents_rl.rollouts.sampling import fast_decoder_or_reason, no_active_dropout, sample, sampler_settings, score
+from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling import Unsupported, fast_decoder_or_reason, no_active_dropout, sample, sampler_settings, score
 from hello_agents_rl.trainers.fast import chunked_loss
 from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
 from hello_agents_rl.trainers.fast.buckets import length_buckets
 from hello_agents_rl.trainers.fast.coupling import class_blocker, instance_blocker
+from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
 from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
 from hello_agents_rl.trainers.fast.record import FastPathRecord
 from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_blocker, shared_prefix_logps
@@ -116,8 +118,12 @@ def fast_grpo_trainer_class() -> type:
                                 part = (score(decoder, ids, mask, width, self.temperature), None)
                             self._fast_record.ran("functional_scores")
                         else:
-                            part = shared_prefix_logps(unwrapped, ids, mask, width, compute_entropy)
-                            self._fast_record.ran("shared_prompt_forwards" if part is not None else "trl_forwards")
+                            part = self._functional_logps(unwrapped, ids, mask, width, compute_entropy)
+                            if part is not None:
+                                self._fast_record.ran("functional_train_forwards")
+                            else:
+                                part = shared_prefix_logps(unwrapped, ids, mask, width, compute_entropy)
+                                self._fast_record.ran("shared_prompt_forwards" if part is not None else "trl_forwards")
                     if part is None:  # no prompt repeats in these rows (data, not a fallback): TRL's own forward
                         with cpu_vocab_tile(ids.device.type):
                             part = super()._get_per_token_logps_and_entropies(
@@ -128,6 +134,29 @@ def fast_grpo_trainer_class() -> type:
             logps = torch.cat([p[0] for p in parts])[restore]
             entropies = torch.cat([p[1] for p in parts])[restore] if compute_entropy else None
             return logps, entropies, None
+
+        def _functional_logps(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, width: int,
+                              compute_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+            """The LoRA forward as one function (lora_forward.py) where it applies, else None (the module path)."""
+            if ids.device.type != "cpu" or not speedups.on("functional_forward"):
+                return None
+            blocker = getattr(self, "_lora_view_blocker", None)
+            if blocker:  # this policy cannot have one (full fine-tuning, several adapters...): decided once
+                self._fast_record.passed_over("functional forward", blocker)
+                return None
+            view = getattr(self, "_lora_view", None)
+            if view is None or view.stale():
+                try:
+                    view = self._lora_view = LoraTrainView(model)
+                except Unsupported as why:
+                    self._lora_view_blocker = str(why)
+                    self._fast_record.passed_over("functional forward", str(why))
+                    return None
+            try:
+                return view.logps(ids, mask, width, self.temperature, compute_entropy)
+            except Unsupported as why:
+                self._fast_record.passed_over("functional forward", str(why))
+                return None
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             """TRL's loss, computed and backpropagated one chunk of whole groups at a time when the batch is big:
