@@ -1,0 +1,266 @@
+"""Each optimisation of hello_agents_rl/speedups.py keeps the semantics it claims, and its switch turns it off.
+
+packed_weights: the same decoder outputs and greedy tokens as F.linear; inverse_cdf: the categorical distribution
+(zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
+restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
+values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, sample
+from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw
+from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
+from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
+from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_logps
+from hello_agents_rl.trainers.fast.vocab_tile import CPU_VOCAB_TILE, cpu_vocab_tile
+
+TEMPERATURE = 0.8
+
+
+def _models(tiny_model: str, dropout: float = 0.05) -> list:
+    """The project's tiny Qwen3 (q/k norms), a Llama and a Qwen2 (q/k/v biases), each under LoRA with B != 0."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    torch.manual_seed(0)
+    models = [AutoModelForCausalLM.from_pretrained(tiny_model)]
+    for kind in ("llama", "qwen2"):
+        config = AutoConfig.for_model(kind, vocab_size=models[0].config.vocab_size, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=256)
+        models.append(AutoModelForCausalLM.from_config(config))
+    out = []
+    for model in models:
+        add_fused_lm_head(model, temperature=TEMPERATURE, outputs=("log_probs", "entropy"))  # what GRPOTrainer does
+        peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules="all-linear",
+                                                task_type="CAUSAL_LM"))
+        with torch.no_grad():
+            for name, param in peft.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(0, 0.05)
+        use_fast_dropout(peft)
+        out.append(peft)
+    return out
+
+
+def _batch(vocab: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Three prompts of different lengths (left-padded), four completions each (right-padded), rows shuffled."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(5, vocab, (n,), generator=g).tolist() for n in (9, 6, 12)]
+    rows = [p for p in prompts for _ in range(4)]
+    completions = [torch.randint(5, vocab, (int(n),), generator=g).tolist() for n in torch.randint(1, 10, (12,), generator=g)]
+    width, c_width = max(map(len, rows)), max(map(len, completions))
+    ids = torch.tensor([[0] * (width - len(p)) + p + c + [0] * (c_width - len(c)) for p, c in zip(rows, completions)])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * (len(p) + len(c)) + [0] * (c_width - len(c))
+                         for p, c in zip(rows, completions)])
+    order = torch.randperm(len(rows), generator=g)
+    return ids[order], mask[order], c_width
+
+
+# --- the switches --------------------------------------------------------------------------------------------
+
+
+def test_switches_turn_off_by_name_and_refuse_typos(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert all(speedups.on(name) for name in speedups.OPTIMISATIONS)
+    monkeypatch.setenv(speedups.OFF_SWITCH, "inverse_cdf, packed_weights")
+    assert not speedups.on("inverse_cdf") and not speedups.on("packed_weights") and speedups.on("vocab_tile")
+    monkeypatch.setenv(speedups.OFF_SWITCH, "inverse_cfd")
+    with pytest.raises(ValueError, match="inverse_cfd.*known: packed_weights"):
+        speedups.on("vocab_tile")
+    with pytest.raises(KeyError):
+        speedups.on("no_such_optimisation")
+
+
+# --- packed_weights ------------------------------------------------------------------------------------------
+
+
+def test_packed_weights_give_the_unpacked_products(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not torch._C.has_mkl:
+        pytest.skip("this torch build has no MKL: nothing is packed")
+    model = _models(tiny_model, dropout=0.0)[0].eval()
+    packed, plain = FastDecoder(model, pack_rows=6), FastDecoder(model)
+    assert all(p.packed is not None for p in packed._projections()), "every projection packed"
+    assert all(p.packed is None for p in plain._projections())
+    ids, mask, keep = _batch(model.config.vocab_size)
+    prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
+    eos = {"eos_token_ids": [1], "pad_token_id": 0}
+    with torch.no_grad():
+        greedy = [sample(model, prompts, 12, temperature=0.0, decoder=d, **eos)[0] for d in (packed, plain)]
+        torch.manual_seed(1)
+        a = sample(model, prompts, 12, temperature=1.0, decoder=packed, **eos)[0]
+        torch.manual_seed(1)
+        b = sample(model, prompts, 12, temperature=1.0, decoder=plain, **eos)[0]
+    assert greedy[0] == greedy[1] and a == b, "the same tokens, greedy and sampled"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "packed_weights")
+    assert all(p.packed is None for p in FastDecoder(model, pack_rows=6)._projections())
+
+
+# --- inverse_cdf ---------------------------------------------------------------------------------------------
+
+
+def _probs() -> tuple[torch.Tensor, torch.Tensor]:
+    """3 blocks and a bit: a few large entries, a zero block, zeros scattered, and a tail of 1,000 tiny entries."""
+    vocab = 3 * DRAW_BLOCK + 100
+    p = torch.zeros(vocab, dtype=torch.float64)
+    p[[3, 700, 2060, vocab - 1]] = torch.tensor([0.3, 0.2, 0.15, 0.05], dtype=torch.float64)
+    tail = torch.arange(2100, 3100)  # 3e-4 each: mass that a float32 cumulative sum near 1 would distort
+    p[tail] = 0.3 / 1000  # entries 1024-2047 (a whole block) stay without mass
+    return (p / p.sum()).float(), tail
+
+
+def test_inverse_cdf_draws_the_categorical_distribution() -> None:
+    probs, tail = _probs()
+    batch, batches = 20_000, 10
+    generator = torch.Generator().manual_seed(0)
+    rows = probs.expand(batch, -1).contiguous()
+    tokens = torch.cat([draw(rows, generator) for _ in range(batches)])
+    counts, n = torch.bincount(tokens, minlength=probs.numel()).double(), batch * batches
+    assert counts[probs == 0].sum() == 0, "an entry of probability 0 is never drawn"
+    for entry in (3, 700, 2060, probs.numel() - 1):
+        p = float(probs[entry])
+        assert abs(counts[entry] / n - p) < 5 * (p * (1 - p) / n) ** 0.5, entry
+    tail_mass = float(probs[tail].sum())
+    assert abs(counts[tail].sum() / n - tail_mass) < 5 * (tail_mass * (1 - tail_mass) / n) ** 0.5, "the tail's mass"
+    assert (counts[tail] > 0).sum() > 950, "spread over the tail's entries"
+
+
+def test_inverse_cdf_is_seeded_and_switchable(monkeypatch: pytest.MonkeyPatch) -> None:
+    probs = _probs()[0].expand(64, -1).contiguous()
+    first, again = (draw(probs, torch.Generator().manual_seed(5)) for _ in range(2))
+    assert torch.equal(first, again) and not torch.equal(first, draw(probs, torch.Generator().manual_seed(6)))
+    monkeypatch.setenv(speedups.OFF_SWITCH, "inverse_cdf")
+    expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(5)).squeeze(1)
+    assert torch.equal(draw(probs, torch.Generator().manual_seed(5)), expected), "off: torch.multinomial's draws"
+
+
+# --- vocab_tile ----------------------------------------------------------------------------------------------
+
+
+def test_vocab_tile_is_set_for_the_call_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import trl.trainer.utils as trl_utils
+
+    before = trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE
+    with cpu_vocab_tile("cpu"):
+        assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == CPU_VOCAB_TILE
+    with pytest.raises(RuntimeError), cpu_vocab_tile("cpu"):
+        raise RuntimeError("a failing forward")
+    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == before, "restored, also after an error"
+    with cpu_vocab_tile("cuda"):
+        assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == before, "a GPU keeps TRL's tile"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "vocab_tile")
+    with cpu_vocab_tile("cpu"):
+        assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == before
+
+
+# --- malloc_reuse --------------------------------------------------------------------------------------------
+
+
+_FAULTS = textwrap.dedent("""
+    import resource, sys, torch
+    from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
+    if sys.argv[1] == "on":
+        assert keep_freed_memory() is None
+    def step():  # a step's activations: 16 blocks of 4 MB live at once, written, then all freed
+        blocks = [torch.empty(2**20).fill_(1.0) for _ in range(16)]
+        del blocks
+    step()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        step()
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_malloc_reuse_stops_the_page_faults_of_freed_blocks() -> None:
+    faults = {mode: int(subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True,
+                                       check=True).stdout) for mode in ("on", "off")}
+    assert faults["off"] > 10_000, f"glibc's default unmaps and refaults every block: {faults}"
+    assert faults["on"] < faults["off"] / 10, faults
+
+
+# --- the kept-probabilities LM head --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_entropy", [False, True])
+def test_lm_head_equals_trls_fused_head(with_entropy: bool) -> None:
+    from trl.kernels import ChunkedLogProbFunction
+
+    g = torch.Generator().manual_seed(0)
+    hidden, weight = torch.randn(37, 24, generator=g), torch.randn(3000, 24, generator=g) * 0.3
+    labels = torch.randint(0, 3000, (37,), generator=g)
+    grad_logp, grad_entropy = torch.randn(37, generator=g), torch.randn(37, generator=g)
+    results = []
+    for head in ("trl", "ours"):
+        h = hidden.clone().requires_grad_()
+        if head == "trl":
+            logp, entropy, *_ = ChunkedLogProbFunction.apply(h, weight, None, labels, TEMPERATURE, 512, None, 1.0,
+                                                              ("log_probs", "entropy"))
+        else:
+            logp, entropy = lm_head.KeptProbsLogProb.apply(h, weight, labels, TEMPERATURE)
+        ((logp * grad_logp).sum() + ((entropy * grad_entropy).sum() if with_entropy else 0)).backward()
+        results.append((logp.detach(), entropy.detach(), h.grad))
+    for theirs, ours in zip(*results):
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_lm_head_scores_only_labelled_positions() -> None:
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(2, 5, 8, generator=g, requires_grad=True)
+    labels = torch.tensor([[1, 2, -100, 3, -100], [-100, 4, 5, 6, 7]])
+    logp, entropy = lm_head.label_logps(hidden, torch.randn(10, 8, generator=g), labels, 1.0, True)
+    assert (logp[labels == -100] == 0).all() and (entropy[labels == -100] == 0).all()
+    logp.sum().backward()
+    assert (hidden.grad[labels == -100] == 0).all() and (hidden.grad[labels != -100] != 0).any()
+
+
+# --- functional_forward --------------------------------------------------------------------------------------
+
+
+def _logps_and_grads(model, forward, ids, mask, keep) -> tuple:
+    model.zero_grad()
+    torch.manual_seed(11)  # the dropout masks: both paths draw them from the same modules in the same order
+    logps, entropy = forward(ids, mask, keep)
+    loss_mask = mask[:, -keep:]
+    (logps * loss_mask).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return logps.detach() * loss_mask, entropy.detach() * loss_mask, grads
+
+
+def test_functional_forward_equals_the_module_path(tiny_model: str) -> None:
+    """Qwen3 (q/k norms), Llama, Qwen2 (biases): values, entropies and every LoRA gradient, dropout live."""
+    for model in _models(tiny_model):
+        model.train()
+        ids, mask, keep = _batch(model.config.vocab_size)
+        view = LoraTrainView(model)
+        module = _logps_and_grads(model, lambda *a: shared_prefix_logps(model, *a, compute_entropy=True), ids, mask, keep)
+        functional = _logps_and_grads(model, lambda *a: view.logps(*a, TEMPERATURE, True), ids, mask, keep)
+        torch.testing.assert_close(functional[0], module[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(functional[1], module[1], atol=1e-5, rtol=0)
+        assert len(module[2]) == 2 * 7 * len(view.layers) and all(g.abs().sum() > 0 for g in module[2].values())
+        for name, grad in module[2].items():
+            torch.testing.assert_close(functional[2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_functional_forward_refuses_what_it_does_not_reproduce(tiny_model: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    full = AutoModelForCausalLM.from_pretrained(tiny_model)  # full fine-tuning: the base weights train
+    with pytest.raises(Unsupported, match="trained LM head|trainable base weight"):
+        LoraTrainView(full)
+    model = _models(tiny_model)[0]
+    view = LoraTrainView(model)
+    assert not view.stale()
+    with torch.no_grad():  # a base weight changed in place (say, a merged adapter): the fused copies are stale
+        model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight.add_(1.0)
+    assert view.stale()
