@@ -20,8 +20,8 @@ The reward is `accuracy`: a 135M model scores ~0 on GSM8K, so this measures spee
 (benchmarks/real_model_learning.py measures learning).
 
 More variants: trl_gc (plain TRL with gradient checkpointing, TRL's documented way to fit a big batch in
-memory: the 8x8 comparison) and ours-<name> (ours with one optimisation of hello_agents_rl/speedups.py switched
-off, via $HELLO_AGENTS_FAST_OFF: what that optimisation buys). Before the rounds the parent measures the machine's
+memory: the 8x8 comparison) and ours-<name>[+<name>...] (ours with those optimisations of
+hello_agents_rl/speedups.py switched off, via $HELLO_AGENTS_FAST_OFF: what they buy). Before the rounds the parent measures the machine's
 own limits (benchmarks/roofline.py) and, after them, prints each phase against its bound (the roofline table) and
 each target of TARGETS as PASS or FAIL.
 """
@@ -181,8 +181,8 @@ def spawn(variant: str, workload: str, seed: int, args: argparse.Namespace) -> d
     cmd += ["--max-rss-gb", str(args.max_rss_gb)]
     started = time.time()
     env = child_env(args.threads)
-    if variant.startswith("ours-"):  # ours with one optimisation switched off (hello_agents_rl/speedups.py)
-        env["HELLO_AGENTS_FAST_OFF"] = variant.removeprefix("ours-")
+    if variant.startswith("ours-"):  # ours with optimisations switched off (hello_agents_rl/speedups.py), "+"-joined
+        env["HELLO_AGENTS_FAST_OFF"] = variant.removeprefix("ours-").replace("+", ",")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode == 3 and "MEMORY CAP" in done.stdout:
         return {"variant": variant, "workload": workload, "seed": seed, "failed": f"resident memory passed the "
