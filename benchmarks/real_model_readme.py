@@ -1,6 +1,6 @@
 """The README's "real model on a laptop" block, from the real-model benchmarks' own results.
 
-    python benchmarks/real_model_readme.py --record   # outputs/... results -> docs/real_model.json, then the README
+    python benchmarks/real_model_readme.py --record   # the learning run's results -> docs/real_model.json, the README
     python benchmarks/real_model_readme.py            # docs/real_model.json -> the README block only
 The issue-19 benchmarks (demo_seeds.py --model smollm2, demo_tools_seeds.py --model smollm2, real_model_task.py,
 lora_lr_search.py) record their rows themselves with `update_record` when run with --doc/--readme.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -19,16 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real_model.md"
 RECORD = ROOT / "docs" / "real_model.json"
 LEARNING = ROOT / "outputs" / "real_model_learning" / "results.json"
-SPEED = ROOT / "outputs" / "real_model_speed" / "4x4" / "results.json"
 
 
-def record(learning: dict, speed_runs: list[dict]) -> dict:
-    """What the README quotes, kept beside the docs (outputs/ is not committed)."""
-    def median(variant: str, key: str) -> float:
-        return statistics.median(r[key] for r in speed_runs if r["variant"] == variant)
-
-    speed = {v: {k: round(median(v, k), 3) for k in ("completions_per_s", "s_per_step", "peak_rss_mb")}
-             for v in ("ours", "trl")}
+def record(learning: dict) -> dict:
+    """What the README quotes, kept beside the docs (outputs/ is not committed). The speed table is
+    speed_readme.py's."""
     return {
         "learning": {
             "command": learning["command"], "model": learning["model"], "task": learning["task"],
@@ -36,8 +30,6 @@ def record(learning: dict, speed_runs: list[dict]) -> dict:
             **{stage: round(learning[stage]["accuracy"], 4) for stage in ("base", "sft", "grpo")},
             "comparisons": learning["comparisons"],
         },
-        "speed_4x4": {**speed, "rounds": sum(1 for r in speed_runs if r["variant"] == "ours"),
-                      "command": "python benchmarks/real_model.py --workloads 4x4 --rounds 3 --steps 1 --threads 2"},
     }
 
 
@@ -79,8 +71,7 @@ def render_readme(recorded: dict) -> str:
 
 
 def render_steps(recorded: dict) -> str:
-    learn, speed = recorded["learning"], recorded["speed_4x4"]
-    ours, trl = speed["ours"], speed["trl"]
+    learn = recorded["learning"]
     gain, sft_gain, grpo_change = (learn["comparisons"][k] for k in ("grpo_vs_base", "sft_vs_base", "grpo_vs_sft"))
     pct = "{:.1%}".format
     return (
@@ -92,23 +83,17 @@ def render_steps(recorded: dict) -> str:
         f"({sft_gain['points']:+.1f}); GRPO after it changes accuracy by {grpo_change['points']:+.1f} points "
         f"[{grpo_change['ci95'][0]:+.1f}, {grpo_change['ci95'][1]:+.1f}]: on a task the SFT model already solves, "
         f"this GRPO setting does not add to it.\n\n"
-        f"A GRPO step on GSM8K prompts, 4 prompts x 4 completions of 128 tokens (`{speed['command']}`, medians of "
-        f"{speed['rounds']} rounds): {ours['s_per_step']:.0f} s and {ours['peak_rss_mb'] / 1024:.1f} GB with this "
-        f"tool, {trl['s_per_step']:.0f} s and {trl['peak_rss_mb'] / 1024:.1f} GB with plain TRL "
-        f"({ours['completions_per_s'] / trl['completions_per_s']:.2f}x the completions/s, "
-        f"{ours['peak_rss_mb'] / trl['peak_rss_mb']:.2f}x the memory). A 135M model does not solve GSM8K, so there "
-        f"GRPO measures speed, not learning. Every figure and the 8 x 8 workload: "
-        f"[docs/real_model.md](docs/real_model.md).\n"
+        "Speed and memory of a GRPO step on this model against plain TRL: [Performance](#performance).\n"
     )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", action="store_true", help=f"read {LEARNING.relative_to(ROOT)} and "
-                        f"{SPEED.relative_to(ROOT)} into {RECORD.relative_to(ROOT)} first")
+    parser.add_argument("--record", action="store_true", help=f"read {LEARNING.relative_to(ROOT)} into "
+                        f"{RECORD.relative_to(ROOT)} first")
     args = parser.parse_args()
     if args.record:
-        recorded = record(json.loads(LEARNING.read_text()), json.loads(SPEED.read_text()))
+        recorded = {**json.loads(RECORD.read_text()), **record(json.loads(LEARNING.read_text()))}
         RECORD.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
     sys.path.insert(0, str(ROOT / "src"))
     from readme_blocks import write_block

@@ -206,8 +206,8 @@ def markdown(rows_by_variant: dict[str, list[dict]]) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for variant, rows in rows_by_variant.items():
         for r in rows:
-            lines.append(f"| {variant} | {r['phase']} | {r['seconds']:.2f} | {r['gflop']:.0f} | {r['gflops']:.0f} "
-                         f"| {r['gbs']:.1f} | {r['bound_s']:.2f} | {r['roof']} | {100 * r['fraction']:.0f}% |")
+            lines.append(f"| {variant} | {r['phase']} | {r['seconds']:.3g} | {r['gflop']:.3g} | {r['gflops']:.3g} "
+                         f"| {r['gbs']:.3g} | {r['bound_s']:.3g} | {r['roof']} | {100 * r['fraction']:.0f}% |")
     return "\n".join(lines)
 
 

@@ -61,6 +61,10 @@ def test_the_real_model_paragraph_is_the_recorded_benchmarks() -> None:
         "run: benchmarks/real_model_readme.py")
 
 
+def test_the_speed_table_is_the_recorded_benchmarks() -> None:
+    assert read_block("speed") == _rendered("speed_readme", "speed.json"), "run: benchmarks/speed_readme.py --record"
+
+
 def test_links_stay_inside_the_repository() -> None:
     for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
         for target in re.findall(r"\]\(([^)#]+)", doc.read_text(encoding="utf-8")):

@@ -50,7 +50,7 @@ def architecture_blocker(config: Any) -> str | None:
 
 
 @dataclass
-class _Linear:
+class LinearView:
     """y = x W^T + b + sum_i s_i (x A_i^T) B_i^T, with references to the live tensors (no copies)."""
 
     weight: torch.Tensor
@@ -72,7 +72,7 @@ class _Linear:
     def pack(self, rows: int) -> None:
         """Pack the weight once for MKL's GEMM at `rows` rows per call (a hint: other row counts give the same
         products, a little slower): F.linear re-packs it on every call, which at a decode step's few rows costs
-        about a third of the step (bit-identical results; a copy of the weight)."""
+        about as much as the product (the same results; a copy of the weight)."""
         if not self.loras and can_pack(self.weight):
             with torch.no_grad():
                 self.packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.detach(), rows)
@@ -85,7 +85,7 @@ class _Linear:
         return weight
 
 
-def _fuse(parts: list[_Linear]) -> _Linear:
+def _fuse(parts: list[LinearView]) -> LinearView:
     """One projection for several that read the same input: merged LoRA, concatenated outputs (a copy)."""
     with torch.no_grad():  # a frozen copy for inference: no graph back to the live LoRA weights
         weight = torch.cat([p.merged_weight() for p in parts], dim=0)
@@ -93,18 +93,18 @@ def _fuse(parts: list[_Linear]) -> _Linear:
         bias = None
     else:
         bias = torch.cat([p.bias if p.bias is not None else weight.new_zeros(p.weight.shape[0]) for p in parts])
-    return _Linear(weight, bias)
+    return LinearView(weight, bias)
 
 
-def _linear(module: Any) -> _Linear:
-    """A plain nn.Linear, or a PEFT LoRA Linear over one, as a _Linear."""
+def _linear(module: Any) -> LinearView:
+    """A plain nn.Linear, or a PEFT LoRA Linear over one, as a LinearView."""
     if type(module) is torch.nn.Linear:
-        return _Linear(module.weight, module.bias)
+        return LinearView(module.weight, module.bias)
     base = getattr(module, "base_layer", None)
     if base is None or type(base) is not torch.nn.Linear or not hasattr(module, "lora_A"):
         raise Unsupported(f"{type(module).__name__} layers (quantized or non-LoRA adapters)")
     if module.disable_adapters or module.merged:  # merged: the delta is already in the base weight
-        return _Linear(base.weight, base.bias)
+        return LinearView(base.weight, base.bias)
     if getattr(module, "fan_in_fan_out", False):
         raise Unsupported("fan_in_fan_out LoRA layers")
     loras, dropouts = [], []
@@ -118,7 +118,7 @@ def _linear(module: Any) -> _Linear:
             raise Unsupported("LoRA layers with bias or non-linear adapters")
         loras.append((a.weight, b.weight, float(module.scaling[name])))
         dropouts.append(module.lora_dropout[name] if name in module.lora_dropout else torch.nn.Identity())
-    return _Linear(base.weight, base.bias, loras, dropouts)
+    return LinearView(base.weight, base.bias, loras, dropouts)
 
 
 @dataclass
@@ -126,10 +126,10 @@ class _Layer:
     in_norm: tuple[torch.Tensor, float]
     post_norm: tuple[torch.Tensor, float]
     qk_norm: tuple[torch.Tensor, float] | None  # Qwen3's per-head q/k norms as one [heads_q + heads_kv, D] norm
-    qkv: list[_Linear]  # one fused projection, or q, k, v
-    o: _Linear
-    gate_up: list[_Linear]  # one fused projection, or gate, up
-    down: _Linear
+    qkv: list[LinearView]  # one fused projection, or q, k, v
+    o: LinearView
+    gate_up: list[LinearView]  # one fused projection, or gate, up
+    down: LinearView
 
 
 def _norm(module: Any) -> tuple[torch.Tensor, float]:
@@ -139,7 +139,7 @@ def _norm(module: Any) -> tuple[torch.Tensor, float]:
     return module.weight, float(eps)
 
 
-def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
     # the HF RMSNorm of this family: normalise in float32, cast back, then scale (one op in float32)
     weight, eps = norm
     if x.dtype == torch.float32 and weight.dtype == torch.float32 and weight.dim() == 1:
@@ -147,7 +147,7 @@ def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     # x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, D/2) * [-sin_1, sin_2]
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
@@ -209,7 +209,7 @@ class FastDecoder:
             for linear in self._projections() if pack_rows else ():
                 linear.pack(pack_rows)
 
-    def _projections(self) -> list[_Linear]:
+    def _projections(self) -> list[LinearView]:
         return [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)] + [self.lm_head]
 
     def _qk_norm(self, attn: Any) -> tuple[torch.Tensor, float] | None:
@@ -247,7 +247,7 @@ class FastDecoder:
         h = F.embedding(ids, self.embed)
         nq, nkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         for layer, (keys, values) in zip(self.layers, cache):
-            x = _rms(h, layer.in_norm)
+            x = rms_norm(h, layer.in_norm)
             if len(layer.qkv) == 1:
                 qkv = layer.qkv[0](x)
                 qk, v = qkv[..., : (nq + nkv) * d], qkv[..., (nq + nkv) * d :]
@@ -256,8 +256,8 @@ class FastDecoder:
                 qk = torch.cat([q, k], dim=-1)
             qk = qk.view(batch, length, nq + nkv, d)  # q and k heads side by side: one norm, one rope
             if layer.qk_norm is not None:
-                qk = _rms(qk, layer.qk_norm)
-            qk = _rope(qk, cos, sin).transpose(1, 2)
+                qk = rms_norm(qk, layer.qk_norm)
+            qk = apply_rope(qk, cos, sin).transpose(1, 2)
             q, k = qk[:, :nq], qk[:, nq:]
             keys[:, :, start:end] = k
             values[:, :, start:end] = v.view(batch, length, nkv, d).transpose(1, 2)
@@ -265,13 +265,13 @@ class FastDecoder:
                 q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, scale=self.scaling, enable_gqa=nq != nkv
             )
             h = h + layer.o(attn.transpose(1, 2).reshape(batch, length, nq * d))
-            x = _rms(h, layer.post_norm)
+            x = rms_norm(h, layer.post_norm)
             if len(layer.gate_up) == 1:
                 gate, up = layer.gate_up[0](x).chunk(2, dim=-1)
             else:
                 gate, up = (proj(x) for proj in layer.gate_up)
             h = h + layer.down(F.silu(gate) * up)
-        return _rms(h, self.final_norm)
+        return rms_norm(h, self.final_norm)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden).float()

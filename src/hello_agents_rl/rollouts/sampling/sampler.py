@@ -40,8 +40,9 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
 
     By the inverse CDF of one uniform per row, in two levels: the block (of DRAW_BLOCK entries) from the blocks'
     masses, then the entry within it, both accumulated in float64 so that the tail's tiny probabilities are not
-    rounded away. torch.multinomial draws an exponential for every vocabulary entry instead (a 49k vocabulary:
-    ~12 ms a step on two cores, against ~0.3 ms here). The same distribution, another random stream.
+    rounded away. torch.multinomial draws an exponential for every vocabulary entry instead (for a 49k vocabulary
+    a large share of a decode step: the `ours-inverse_cdf` row of docs/performance.md). The same distribution,
+    another random stream.
     """
     if not speedups.on("inverse_cdf"):
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)

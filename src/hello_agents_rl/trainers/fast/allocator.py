@@ -1,8 +1,9 @@
 """glibc's allocator told to keep freed memory for reuse instead of handing it back to the kernel (CPU runs).
 
 By default glibc serves every block above 128 KiB (a threshold that grows to at most 32 MiB) by a fresh `mmap`
-and returns it with `munmap` when freed, so each of a GRPO step's thousands of activation tensors costs page
-faults and zero-filled pages on first touch: 8 of a 4x4 SmolLM2 run's 60 CPU seconds were the kernel's.
+and trims the top of its heap back to the kernel once enough is free, so a GRPO step's activations, freed and
+allocated again in every layer, cost page faults and zero-filled pages over and over (tests/test_speedups.py
+counts them).
 With the mmap threshold at its 32 MiB maximum and no trimming, freed blocks go back to the heap and are reused
 (what jemalloc/tcmalloc, which PyTorch's CPU tuning guide recommends, do by default). Cost: the process keeps its
 peak heap resident after the peak has passed, instead of returning it.

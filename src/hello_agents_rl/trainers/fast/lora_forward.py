@@ -24,7 +24,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hello_agents_rl.rollouts.sampling.decoder import FastDecoder, Unsupported, _Linear, _rms, _rope, base_model
+from hello_agents_rl.rollouts.sampling.decoder import (FastDecoder, LinearView, Unsupported, apply_rope, base_model,
+                                                      rms_norm)
 from hello_agents_rl.trainers.fast import lm_head
 from hello_agents_rl.trainers.fast.dropout import FastDropout
 
@@ -46,7 +47,7 @@ class _Projection:
     branches: list[_Branch]
 
     @classmethod
-    def of(cls, parts: list[_Linear]) -> "_Projection":
+    def of(cls, parts: list[LinearView]) -> "_Projection":
         for part in parts:
             if part.weight.requires_grad or (part.bias is not None and part.bias.requires_grad):
                 raise Unsupported("a trainable base weight (full fine-tuning)")
@@ -135,13 +136,13 @@ class LoraTrainView:
         nq, nkv, hd = d.num_heads, d.num_kv_heads, d.head_dim
         kv = []
         for i, layer in enumerate(self.layers):
-            x = _rms(h, layer.in_norm)
+            x = rms_norm(h, layer.in_norm)
             qkv = layer.qkv(x)
             qk = qkv[..., : (nq + nkv) * hd].view(batch, length, nq + nkv, hd)
             v = qkv[..., (nq + nkv) * hd :].view(batch, length, nkv, hd).transpose(1, 2)
             if layer.qk_norm is not None:
-                qk = _rms(qk, layer.qk_norm)
-            qk = _rope(qk, cos, sin).transpose(1, 2)
+                qk = rms_norm(qk, layer.qk_norm)
+            qk = apply_rope(qk, cos, sin).transpose(1, 2)
             q, k = qk[:, :nq], qk[:, nq:]
             kv.append((k, v))
             if past is not None:  # index_select: its backward is index_add, not advanced indexing's index_put
@@ -149,9 +150,9 @@ class LoraTrainView:
                 v = torch.cat([past[i][1].index_select(0, rows), v], dim=2)
             attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d.scaling, enable_gqa=nq != nkv)
             h = h + layer.o(attn.transpose(1, 2).reshape(batch, length, nq * hd))
-            gate, up = layer.gate_up(_rms(h, layer.post_norm)).chunk(2, dim=-1)
+            gate, up = layer.gate_up(rms_norm(h, layer.post_norm)).chunk(2, dim=-1)
             h = h + layer.down(F.silu(gate) * up)
-        return _rms(h, d.final_norm), kv
+        return rms_norm(h, d.final_norm), kv
 
     def logps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, temperature: float,
               compute_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None] | None:

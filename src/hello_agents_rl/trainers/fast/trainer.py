@@ -13,18 +13,18 @@ import torch
 import torch.nn.functional as F
 
 from hello_agents_rl import speedups
-from hello_agents_rl.rollouts.sampling import Unsupported, fast_decoder_or_reason, no_active_dropout, sample, sampler_settings, score
+from hello_agents_rl.rollouts.sampling import (Unsupported, fast_decoder_or_reason, no_active_dropout, sample,
+                                              sampler_settings, score)
 from hello_agents_rl.trainers.fast import chunked_loss
 from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
 from hello_agents_rl.trainers.fast.buckets import length_buckets
 from hello_agents_rl.trainers.fast.coupling import class_blocker, instance_blocker
-from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
 from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
+from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
 from hello_agents_rl.trainers.fast.record import FastPathRecord
 from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_blocker, shared_prefix_logps
-from hello_agents_rl.trainers.fast.vocab_tile import cpu_vocab_tile
 from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, device_blocker, enabled, version_blocker
-
+from hello_agents_rl.trainers.fast.vocab_tile import cpu_vocab_tile
 
 def fast_grpo_trainer_class() -> type:
     """GRPOTrainer with the lean sampler and shared-prompt forwards (TRL imported lazily, like the package)."""

@@ -2,9 +2,9 @@
 
 TRL's chunked log-prob kernel (trl/kernels/chunked_logprob.py) projects [tokens, tile] logits at a time and runs
 its log-softmax passes over each tile. Its 32,768-wide tile suits a GPU; on a CPU a [~500, 32768] fp32 tile
-(64 MB) leaves the caches for every pass. At 2,048 the same work took 0.36 s instead of 0.61 s per 4-completion
-group of SmolLM2-135M (forward and backward; docs/performance.md). The log-probs are the same up to float
-rounding (an online log-sum-exp over other tile boundaries).
+(64 MB) leaves the caches for every pass, a 2,048-wide one stays in them. Used where TRL's head still runs (the
+module-path training forward, TRL's own forward); what it buys: the `ours-functional_forward+vocab_tile` row of
+docs/performance.md. The log-probs are the same up to float rounding (an online log-sum-exp over other tiles).
 """
 
 from __future__ import annotations

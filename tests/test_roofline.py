@@ -1,0 +1,88 @@
+"""benchmarks/roofline.py, whose figures go into docs/performance.md: its counts are the model's, its verdicts follow.
+
+The weight counts must be the model's own parameters (the projections, the LM head, LoRA's A and B), a decode
+step's bound the slower of its compute and memory roofs, and the fraction of the bound measured against the
+seconds given; the benchmarks' target verdicts follow their thresholds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+roofline = _load("roofline")
+
+
+def test_weight_counts_are_the_models_parameters(tiny_model: str) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    shape = roofline.ModelShape.from_config(tiny_model, lora_rank=8)
+    linears = sum(m.weight.numel() for name, m in model.model.layers.named_modules()
+                  if name.endswith(("_proj",)) and hasattr(m, "weight"))
+    assert shape.layer_weights == linears
+    assert shape.head_weights == model.lm_head.weight.numel()
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    assert shape.lora_weights == sum(p.numel() for n, p in peft.named_parameters() if "lora_" in n)
+
+
+def _machine(decode: float, chunk: float, bandwidth: float) -> "roofline.Machine":
+    return roofline.Machine(threads=2, decode_rows=16, chunk_rows=600, gemm_decode_gflops=decode,
+                            gemm_chunk_gflops=chunk, bandwidth_gbs=bandwidth)
+
+
+def test_a_decode_step_is_bound_by_the_slower_roof() -> None:
+    shape = roofline.ModelShape(hidden=576, intermediate=1536, layers=30, heads=9, kv_heads=3, head_dim=64,
+                                vocab=49152, lora_rank=16)
+    counts = roofline.BatchCounts(rows=16, prompt_tokens=0, completion_tokens=16 * 100, decode_steps=100,
+                                  prompt_length=0)
+    weight_bytes = 4 * (shape.layer_weights + shape.head_weights)
+    memory_bound = roofline.phase_work(shape, counts, _machine(1e6, 1e6, 20.0))["generation"]
+    assert memory_bound.roof.startswith("memory") and memory_bound.bound_s >= 100 * weight_bytes / 20e9
+    compute_bound = roofline.phase_work(shape, counts, _machine(1.0, 1e6, 1e6))["generation"]
+    assert compute_bound.roof.startswith("compute")
+    assert compute_bound.bound_s == pytest.approx(compute_bound.flops / 1e9, rel=1e-6)
+
+
+def test_fractions_are_bound_over_measured_seconds() -> None:
+    shape = roofline.ModelShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=500)
+    counts = roofline.BatchCounts(rows=4, prompt_tokens=20, completion_tokens=40, decode_steps=12, prompt_length=10)
+    rows = roofline.roofline_rows(shape, counts, _machine(10.0, 20.0, 5.0),
+                                  {"generation": 2.0, "reference": 1.0, "train_fwd_bwd": 4.0})
+    by = {r["phase"]: r for r in rows}
+    assert by["train_fwd_bwd"]["gflop"] > 2 * by["reference"]["gflop"], "forward, backward and LoRA gradients"
+    for row in rows:
+        assert row["fraction"] == pytest.approx(row["bound_s"] / row["seconds"])
+        assert row["gflops"] == pytest.approx(row["gflop"] / row["seconds"])
+
+
+def test_the_target_verdicts_follow_the_thresholds() -> None:
+    real_model = _load("real_model")
+    runs = [{"workload": "4x4", "variant": v, "completions_per_s": c, "peak_rss_mb": m, "seed": 0}
+            for v, c, m in (("ours", 0.9, 4000.0), ("trl", 0.3, 12000.0))]
+    lines = {"4x4": {"ours": [{"phase": "generation", "fraction": 0.42}]}}
+    verdicts = real_model.verdicts(runs, lines)
+    assert "PASS 4x4: ours/trl completions/s 3.00x (target >= 3x)" in verdicts
+    assert any(v.startswith("PASS 4x4: ours/trl peak RSS 0.33x") for v in verdicts)
+    assert any(v.startswith("FAIL 4x4: ours' generation at 42%") for v in verdicts)
+    runs[0]["completions_per_s"] = 0.89
+    assert any(v.startswith("FAIL 4x4: ours/trl completions/s 2.97x") for v in real_model.verdicts(runs, lines))
