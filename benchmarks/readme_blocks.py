@@ -5,6 +5,8 @@ Scripts write a block from what they measured; tests/test_readme.py fails when a
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[1] / "README.md"  # the repository's README (a source checkout)
@@ -25,3 +27,10 @@ def write_block(name: str, text: str, readme: Path = README) -> None:
     head, rest = content.split(start, 1)
     tail = rest.split(end, 1)[1]
     readme.write_text(head + start + text + end + tail, encoding="utf-8")
+
+
+def write_from_record(name: str, render: Callable[[dict], str], record: Path) -> str:
+    """Block `name` rendered from a benchmark's JSON record in docs/ (what tests/test_readme.py compares)."""
+    text = render(json.loads(record.read_text()))
+    write_block(name, text)
+    return text

@@ -96,11 +96,9 @@ def main() -> int:
         recorded = {**json.loads(RECORD.read_text()), **record(json.loads(LEARNING.read_text()))}
         RECORD.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
     sys.path.insert(0, str(ROOT / "src"))
-    from readme_blocks import write_block
+    from readme_blocks import write_from_record
 
-    text = render_readme(json.loads(RECORD.read_text()))
-    write_block("real-model", text)
-    print(text)
+    print(write_from_record("real-model", render_readme, RECORD))
     return 0
 
 

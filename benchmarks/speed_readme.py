@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "speed.json"
 # (workload, the baseline variant, at least this many times its completions/s): the targets
 TARGETS = {"4x4": ("trl", 3.0), "8x8": ("trl_gc", 3.0), "small": ("trl", 2.0)}
-MODEL = {"4x4": "SmolLM2-135M, 4 prompts x 4 completions x 128 tokens", "small": "tiny Qwen3, 4 x 4 x 32 tokens",
+MODEL = {"4x4": "SmolLM2-135M, 4 prompts x 4 completions x 128 tokens", "small": "tiny Qwen3, 4 x 4 x 32 tokens, one thread",
          "8x8": "SmolLM2-135M, 8 prompts x 8 completions x 128 tokens"}
 BASELINE = {"trl": "plain TRL", "trl_gc": "plain TRL, gradient checkpointing"}
 
@@ -76,11 +76,9 @@ def main() -> int:
         if len(args.commands) != len(args.record):
             parser.error("one --commands entry per --record file")
         RECORD.write_text(json.dumps(record(args.record, args.commands), indent=2) + "\n", encoding="utf-8")
-    from readme_blocks import write_block
+    from readme_blocks import write_from_record
 
-    text = render_readme(json.loads(RECORD.read_text()))
-    write_block("speed", text)
-    print(text)
+    print(write_from_record("speed", render_readme, RECORD))
     return 0
 
 

@@ -60,7 +60,8 @@ def test_the_doctor_sees_no_slide_in_the_demos_rising_reward(demo: tuple[Path, d
     out = demo[0]
     rewards = [e["reward"] for e in map(json.loads, (out / "grpo" / "metrics.jsonl").read_text().splitlines())
                if "reward" in e]
-    assert rewards[-1] > rewards[0], "the demo's training reward rises"
+    third = max(1, len(rewards) // 3)  # logged means, the first of one step only: compare thirds, not two points
+    assert sum(rewards[-third:]) / third > sum(rewards[:third]) / third, ("the demo's training reward rises", rewards)
     diagnostics = json.loads((out / "grpo" / "results.json").read_text())["diagnostics"]
     assert not [d for d in diagnostics if "sliding" in d], diagnostics
 

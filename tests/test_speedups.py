@@ -26,7 +26,7 @@ from hello_agents_rl.trainers.fast.vocab_tile import CPU_VOCAB_TILE, cpu_vocab_t
 TEMPERATURE = 0.8
 
 
-def _models(tiny_model: str, dropout: float = 0.05) -> list:
+def _models(tiny_model: str, dropout: float = 0.05, targets: str | list[str] = "all-linear") -> list:
     """The project's tiny Qwen3 (q/k norms), a Llama and a Qwen2 (q/k/v biases), each under LoRA with B != 0."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -42,7 +42,7 @@ def _models(tiny_model: str, dropout: float = 0.05) -> list:
     out = []
     for model in models:
         add_fused_lm_head(model, temperature=TEMPERATURE, outputs=("log_probs", "entropy"))  # what GRPOTrainer does
-        peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules="all-linear",
+        peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules=targets,
                                                 task_type="CAUSAL_LM"))
         with torch.no_grad():
             for name, param in peft.named_parameters():
@@ -237,9 +237,12 @@ def _logps_and_grads(model, forward, ids, mask, keep) -> tuple:
     return logps.detach() * loss_mask, entropy.detach() * loss_mask, grads
 
 
-def test_functional_forward_equals_the_module_path(tiny_model: str) -> None:
-    """Qwen3 (q/k norms), Llama, Qwen2 (biases): values, entropies and every LoRA gradient, dropout live."""
-    for model in _models(tiny_model):
+@pytest.mark.parametrize("targets", ["all-linear", ["q_proj", "v_proj", "up_proj"]])
+def test_functional_forward_equals_the_module_path(tiny_model: str, targets) -> None:
+    """Qwen3 (q/k norms), Llama, Qwen2 (biases): values, entropies and every LoRA gradient, dropout live; LoRA on
+    every linear layer, or on some parts of the fused projections only (PEFT's defaults adapt q and v)."""
+    adapted = 7 if targets == "all-linear" else len(targets)
+    for model in _models(tiny_model, targets=targets):
         model.train()
         ids, mask, keep = _batch(model.config.vocab_size)
         view = LoraTrainView(model)
@@ -247,7 +250,7 @@ def test_functional_forward_equals_the_module_path(tiny_model: str) -> None:
         functional = _logps_and_grads(model, lambda *a: view.logps(*a, TEMPERATURE, True), ids, mask, keep)
         torch.testing.assert_close(functional[0], module[0], atol=1e-5, rtol=0)
         torch.testing.assert_close(functional[1], module[1], atol=1e-5, rtol=0)
-        assert len(module[2]) == 2 * 7 * len(view.layers) and all(g.abs().sum() > 0 for g in module[2].values())
+        assert len(module[2]) == 2 * adapted * len(view.layers) and all(g.abs().sum() > 0 for g in module[2].values())
         for name, grad in module[2].items():
             torch.testing.assert_close(functional[2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
 

@@ -40,11 +40,13 @@ class _Branch:
 
 @dataclass
 class _Projection:
-    """x W^T + b (W frozen: one matrix for the fused parts) plus each part's LoRA branch, in one addmm."""
+    """x W^T + b (W frozen: one matrix for the fused parts) plus each part's LoRA branch, in one addmm. A part
+    without LoRA (PEFT's default targets adapt q and v, not k) is a zero-width block of the block diagonal."""
 
     weight: torch.Tensor
     bias: torch.Tensor | None
-    branches: list[_Branch]
+    branches: list[_Branch | None]  # per part
+    widths: list[int]  # each part's output features
 
     @classmethod
     def of(cls, parts: list[LinearView]) -> "_Projection":
@@ -53,31 +55,33 @@ class _Projection:
                 raise Unsupported("a trainable base weight (full fine-tuning)")
             if len(part.loras) > 1:
                 raise Unsupported("several active adapters")
-        if any(not part.loras for part in parts) and any(part.loras for part in parts):
-            raise Unsupported("LoRA on some of a fused projection's parts only")
         with torch.no_grad():
             weight = parts[0].weight if len(parts) == 1 else torch.cat([p.weight for p in parts])
             biases = [p.bias for p in parts]
             bias = None if all(b is None for b in biases) else torch.cat(
                 [b if b is not None else p.weight.new_zeros(p.weight.shape[0]) for b, p in zip(biases, parts)])
-        branches = [_Branch(p.loras[0][0], p.loras[0][1], p.loras[0][2], p.dropouts[0]) for p in parts if p.loras]
-        return cls(weight, bias, branches)
+        branches = [_Branch(p.loras[0][0], p.loras[0][1], p.loras[0][2], p.dropouts[0]) if p.loras else None
+                    for p in parts]
+        return cls(weight, bias, branches, [p.weight.shape[0] for p in parts])
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         y = F.linear(x, self.weight, self.bias)
-        if not self.branches:
+        live = [branch for branch in self.branches if branch is not None]
+        if not live:
             return y
         hs, alphas = [], []
-        for branch in self.branches:
+        for branch in live:
             dropped, keep_scale = _dropout(branch.dropout, x)
             hs.append(F.linear(dropped, branch.a))  # [..., r]
             alphas.append(branch.scale * keep_scale)
-        if len(hs) == 1:
-            h, b = hs[0], self.branches[0].b
+        if len(self.branches) == 1:
+            h, b = hs[0], live[0].b
         else:
             if len(set(alphas)) > 1:  # differently scaled branches: scale each down-projection to the first's
                 hs = [h * (alpha / alphas[0]) for h, alpha in zip(hs, alphas)]
-            h, b = torch.cat(hs, dim=-1), torch.block_diag(*[branch.b for branch in self.branches])
+            blocks = [branch.b if branch is not None else x.new_zeros(width, 0)
+                      for branch, width in zip(self.branches, self.widths)]
+            h, b = torch.cat(hs, dim=-1), torch.block_diag(*blocks)
         out = torch.addmm(y.reshape(-1, y.shape[-1]), h.reshape(-1, h.shape[-1]), b.t(), alpha=alphas[0])
         return out.view(y.shape)
 
