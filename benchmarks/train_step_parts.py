@@ -75,8 +75,9 @@ def main() -> None:
     tokens = args.prompt + args.group * args.completion
     print(f"one group: {args.group} completions of {args.completion} tokens after a {args.prompt}-token prompt "
           f"({tokens} tokens), {args.threads} threads; seconds, forward+backward")
-    for (name, s), (_, after) in zip(rows, rows[1:] + [(None, 0.0)]):
-        print(f"  {name:<42} {s:6.2f}   {'(this part: %.2f)' % (s - after) if after else '(the rest)'}")
+    parts = ["LoRA dropout", "LoRA branches", "attention", "the rest: base products, LM head, elementwise"]
+    for (name, s), (_, after), part in zip(rows, rows[1:] + [(None, 0.0)], parts):
+        print(f"  {name:<42} {s:6.2f}   {part}: {s - after:.2f}")
 
 
 if __name__ == "__main__":
