@@ -85,15 +85,18 @@ class LinearView:
         return weight
 
 
+def fused_bias(parts: list[LinearView]) -> torch.Tensor | None:
+    """The biases of projections fused into one (zeros for a part without), or None if none has one."""
+    if all(p.bias is None for p in parts):
+        return None
+    return torch.cat([p.bias if p.bias is not None else p.weight.new_zeros(p.weight.shape[0]) for p in parts])
+
+
 def _fuse(parts: list[LinearView]) -> LinearView:
     """One projection for several that read the same input: merged LoRA, concatenated outputs (a copy)."""
     with torch.no_grad():  # a frozen copy for inference: no graph back to the live LoRA weights
         weight = torch.cat([p.merged_weight() for p in parts], dim=0)
-    if all(p.bias is None for p in parts):
-        bias = None
-    else:
-        bias = torch.cat([p.bias if p.bias is not None else weight.new_zeros(p.weight.shape[0]) for p in parts])
-    return LinearView(weight, bias)
+    return LinearView(weight, fused_bias(parts))
 
 
 def _linear(module: Any) -> LinearView:

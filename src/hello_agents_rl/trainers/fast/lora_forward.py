@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from hello_agents_rl.rollouts.sampling.decoder import (FastDecoder, LinearView, Unsupported, apply_rope, base_model,
-                                                      rms_norm)
+                                                      fused_bias, rms_norm)
 from hello_agents_rl.trainers.fast import lm_head
 from hello_agents_rl.trainers.fast.dropout import FastDropout
 
@@ -57,9 +57,7 @@ class _Projection:
                 raise Unsupported("several active adapters")
         with torch.no_grad():
             weight = parts[0].weight if len(parts) == 1 else torch.cat([p.weight for p in parts])
-            biases = [p.bias for p in parts]
-            bias = None if all(b is None for b in biases) else torch.cat(
-                [b if b is not None else p.weight.new_zeros(p.weight.shape[0]) for b, p in zip(biases, parts)])
+            bias = parts[0].bias if len(parts) == 1 else fused_bias(parts)
         branches = [_Branch(p.loras[0][0], p.loras[0][1], p.loras[0][2], p.dropouts[0]) if p.loras else None
                     for p in parts]
         return cls(weight, bias, branches, [p.weight.shape[0] for p in parts])
