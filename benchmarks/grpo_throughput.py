@@ -257,20 +257,8 @@ def table(results: list[dict], variants: list[str]) -> str:
     return "\n".join(lines)
 
 
-# The issue's target on the tiny model: (workload, baseline, at least this many times its completions/s)
-TARGETS = [("small", "trl", 2.0)]
-
-
-def verdicts(results: list[dict]) -> list[str]:
-    out = []
-    for workload, baseline, threshold in TARGETS:
-        ours = [r for r in results if r["workload"] == workload and r["variant"] == "ours"]
-        base = [r for r in results if r["workload"] == workload and r["variant"] == baseline]
-        if ours and base:
-            ratio = median(ours, "completions_per_s") / median(base, "completions_per_s")
-            out.append(f"{'PASS' if ratio >= threshold else 'FAIL'} {workload}: ours/{baseline} completions/s "
-                       f"{ratio:.2f}x (target >= {threshold:g}x)")
-    return out
+# The issue's target on the tiny model, in roofline.verdicts' form
+TARGETS = [("small", "speedup", "trl", ">=", 2.0)]
 
 
 def main() -> None:
@@ -318,7 +306,7 @@ def main() -> None:
     summary = table(results, variants)
     lines = {w: roofline.by_variant(results, w, shape, machines[w]) for w in machines}
     roofs = [f"{w}: {roofline.machine_line(machines[w])}\n\n{roofline.markdown(lines[w])}" for w in machines]
-    targets = verdicts(results)
+    targets = roofline.verdicts(results, TARGETS, lines)
     print("", summary, "", "Roofline (medians over seeds):", *roofs, "", "Targets:", *targets, sep="\n")
     if args.doc:
         from real_model_common import write_block

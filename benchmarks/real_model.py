@@ -237,33 +237,6 @@ def per_round(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def verdicts(results: list[dict], lines: dict[str, dict[str, list[dict]]]) -> list[str]:
-    """Each target of TARGETS that this run measured, as PASS or FAIL with its figure."""
-    out = []
-    for workload, what, baseline, sense, threshold in TARGETS:
-        ours = [r for r in results if r["workload"] == workload and r["variant"] == "ours" and "failed" not in r]
-        if not ours:
-            continue
-        if what == "generation_bound":
-            value = next(r["fraction"] for r in lines[workload]["ours"] if r["phase"] == "generation")
-            label = f"{workload}: ours' generation at {100 * value:.0f}% of its bound"
-        else:
-            base = [r for r in results if r["workload"] == workload and r["variant"] == baseline]
-            ok = [r for r in base if "failed" not in r]
-            if not base:
-                continue
-            key = "completions_per_s" if what == "speedup" else "peak_rss_mb"
-            if not ok:  # the baseline never finished a step (did not fit): no ratio to report
-                out.append(f"FAIL (unmeasured) {workload}: {baseline} failed in every round")
-                continue
-            value = median(ours, key) / median(ok, key)
-            label = f"{workload}: ours/{baseline} {'completions/s' if what == 'speedup' else 'peak RSS'} {value:.2f}x"
-        passed = value >= threshold if sense == ">=" else value <= threshold
-        out.append(f"{'PASS' if passed else 'FAIL'} {label} (target {sense} {threshold:g}"
-                   f"{'x' if what != 'generation_bound' else ''})")
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="4x4,8x8", help="prompts x generations, comma-separated")
@@ -323,7 +296,7 @@ def main() -> int:
     summary = table(results, workloads)
     lines = {w: roofline.by_variant(results, w, shape, machines[w]) for w in workloads}
     roofs = [f"{w}: {roofline.machine_line(machines[w])}\n\n{roofline.markdown(lines[w])}" for w in workloads if lines[w]]
-    targets = verdicts(results, lines)
+    targets = roofline.verdicts(results, TARGETS, lines)
     print(summary, "", "Roofline (medians over rounds):", *roofs, "", "Targets:", *targets, sep="\n")
     if args.doc:
         block = "\n".join([

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from child_runs import median
+
 BANDWIDTH_BYTES = 512 * 2**20
 
 
@@ -230,4 +232,32 @@ def by_variant(results: list[dict], workload: str, shape: ModelShape,
         out[variant] = [{**phase, **{k: statistics.median(run[i][k] for run in runs)
                                      for k in phase if k not in ("phase", "roof")}}
                         for i, phase in enumerate(runs[0])]
+    return out
+
+
+def verdicts(results: list[dict], targets: list[tuple], lines: dict[str, dict[str, list[dict]]]) -> list[str]:
+    """Each of a benchmark's targets -- (workload, "speedup" | "rss" | "generation_bound", baseline variant, ">=" or
+    "<=", threshold) -- that this run measured, as PASS or FAIL with its figure."""
+    out = []
+    for workload, what, baseline, sense, threshold in targets:
+        ours = [r for r in results if r["workload"] == workload and r["variant"] == "ours" and "failed" not in r]
+        if not ours:
+            continue
+        if what == "generation_bound":
+            value = next(r["fraction"] for r in lines[workload]["ours"] if r["phase"] == "generation")
+            label = f"{workload}: ours' generation at {100 * value:.0f}% of its bound"
+        else:
+            base = [r for r in results if r["workload"] == workload and r["variant"] == baseline]
+            ok = [r for r in base if "failed" not in r]
+            if not base:
+                continue
+            key = "completions_per_s" if what == "speedup" else "peak_rss_mb"
+            if not ok:  # the baseline never finished a step (did not fit): no ratio to report
+                out.append(f"FAIL (unmeasured) {workload}: {baseline} failed in every round")
+                continue
+            value = median(ours, key) / median(ok, key)
+            label = f"{workload}: ours/{baseline} {'completions/s' if what == 'speedup' else 'peak RSS'} {value:.2f}x"
+        passed = value >= threshold if sense == ">=" else value <= threshold
+        out.append(f"{'PASS' if passed else 'FAIL'} {label} (target {sense} {threshold:g}"
+                   f"{'x' if what != 'generation_bound' else ''})")
     return out

@@ -17,21 +17,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "speed.json"
-# (workload, the baseline variant, at least this many times its completions/s): the issue's targets
-TARGETS = {"4x4": ("trl", 3.0), "8x8": ("trl_gc", 3.0), "small": ("trl", 2.0)}
-MODEL = {"4x4": "SmolLM2-135M, 4 prompts x 4 completions x 128 tokens", "small": "tiny Qwen3, 4 x 4 x 32 tokens, one thread",
-         "8x8": "SmolLM2-135M, 8 prompts x 8 completions x 128 tokens"}
+MODEL = {"4x4": "SmolLM2-135M, 4 prompts x 4 completions x 128 tokens",  # the README's rows, in this order
+         "8x8": "SmolLM2-135M, 8 prompts x 8 completions x 128 tokens", "small": "tiny Qwen3, 4 x 4 x 32 tokens, one thread"}
 BASELINE = {"trl": "plain TRL", "trl_gc": "plain TRL, gradient checkpointing"}
 
 
+def speedup_targets() -> dict[str, tuple[str, float]]:
+    """workload -> (baseline variant, at least this many times its completions/s): the benchmarks' own TARGETS."""
+    import grpo_throughput
+    import real_model
+
+    return {workload: (baseline, threshold) for workload, what, baseline, _, threshold
+            in real_model.TARGETS + grpo_throughput.TARGETS if what == "speedup"}
+
+
 def record(files: list[Path], commands: list[str]) -> dict:
+    targets = speedup_targets()
     out = {}
     for path, command in zip(files, commands):
         runs = [r for r in json.loads(path.read_text()) if "failed" not in r]
         for workload in dict.fromkeys(r["workload"] for r in runs):
-            if workload not in TARGETS:
+            if workload not in targets:
                 continue
-            baseline, target = TARGETS[workload]
+            baseline, target = targets[workload]
             by = {v: [r for r in runs if r["workload"] == workload and r["variant"] == v] for v in ("ours", baseline)}
             if not all(by.values()):
                 continue
@@ -50,7 +58,7 @@ def record(files: list[Path], commands: list[str]) -> dict:
 def render_readme(recorded: dict) -> str:
     lines = ["| workload | ours: completions/s, s/step | baseline | baseline: completions/s, s/step | ratio "
              "(per round) | target | peak RSS ratio |", "|---|---|---|---|---|---|---|"]
-    for workload in TARGETS:
+    for workload in MODEL:
         if workload not in recorded:
             continue
         r = recorded[workload]

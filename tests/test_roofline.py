@@ -80,9 +80,9 @@ def test_the_target_verdicts_follow_the_thresholds() -> None:
     runs = [{"workload": "4x4", "variant": v, "completions_per_s": c, "peak_rss_mb": m, "seed": 0}
             for v, c, m in (("ours", 0.9, 4000.0), ("trl", 0.3, 12000.0))]
     lines = {"4x4": {"ours": [{"phase": "generation", "fraction": 0.42}]}}
-    verdicts = real_model.verdicts(runs, lines)
+    verdicts = roofline.verdicts(runs, real_model.TARGETS, lines)
     assert "PASS 4x4: ours/trl completions/s 3.00x (target >= 3x)" in verdicts
     assert any(v.startswith("PASS 4x4: ours/trl peak RSS 0.33x") for v in verdicts)
     assert any(v.startswith("FAIL 4x4: ours' generation at 42%") for v in verdicts)
     runs[0]["completions_per_s"] = 0.89
-    assert any(v.startswith("FAIL 4x4: ours/trl completions/s 2.97x") for v in real_model.verdicts(runs, lines))
+    assert any(v.startswith("FAIL 4x4: ours/trl completions/s 2.97x") for v in roofline.verdicts(runs, real_model.TARGETS, lines))
