@@ -13,8 +13,8 @@ import os
 OFF_SWITCH = "HELLO_AGENTS_FAST_OFF"
 
 OPTIMISATIONS = {
-    "packed_weights": "the sampler's and scorer's fp32 matmuls on weights packed once per rollout for MKL's GEMM "
-                      "(CPU): the same products, bit for bit, without re-packing every weight on every call",
+    "packed_weights": "the sampler's fp32 matmuls on weights packed once per rollout for MKL's GEMM (CPU): the "
+                      "same products up to float rounding, without re-packing every weight on every call",
     "inverse_cdf": "a sampled token from one uniform draw per row against the float64 cumulative distribution, "
                    "instead of torch.multinomial's exponential draw for every vocabulary entry",
     "vocab_tile": "the training forward's fused LM head scores the vocabulary in tiles of 2,048 on CPU instead of "

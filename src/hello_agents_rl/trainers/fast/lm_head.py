@@ -3,9 +3,10 @@
 TRL's fused head (trl/kernels/chunked_logprob.py) never keeps the [tokens, vocab] logits: its forward folds them
 tile by tile, its backward multiplies every tile out again and runs ~11 elementwise passes over it. That suits a
 GPU's memory; on a CPU, where one 4-completion group's probabilities are ~100 MB, keeping them is cheaper: the
-forward computes each tile once (log-sum-exp online, no extra pass for the entropy: a row-wise dot), stores the
-probabilities, and the backward is one in-place pass and one matrix product per tile. Only the scored positions
-go through it (TRL's CPU path scores every position, padding included). Same values up to float rounding.
+forward multiplies the logits out once (tile by tile into one buffer), takes the log-sum-exp, the probabilities
+and the entropy (a row-wise dot, no extra temporary), and keeps the probabilities; the backward is one in-place
+pass over them and one matrix product. Only the scored positions go through it (TRL's CPU path scores every
+position, padding included). Same values up to float rounding.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-VOCAB_TILE = 2048  # columns per tile: a [~500, 2048] fp32 tile stays in cache
+VOCAB_TILE = 2048  # columns per product: each writes a [~500, 2048] fp32 tile of the buffer
 MAX_KEPT_BYTES = 1 << 30  # above this many bytes of probabilities, callers use TRL's recomputing head instead
 
 
