@@ -166,7 +166,8 @@ def test_vocab_tile_is_set_for_the_call_and_restored(monkeypatch: pytest.MonkeyP
 
 
 _FAULTS = textwrap.dedent("""
-    import resource, sys, torch
+    import ctypes, resource, sys, torch
+    ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE: count 4 KiB pages, whatever the host's THP mode
     from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
     if sys.argv[1] == "on":
         assert keep_freed_memory() is None
@@ -180,14 +181,26 @@ _FAULTS = textwrap.dedent("""
         step()
     print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """)
+STEP_PAGES = 16 * 2**22 // 4096  # the 4 KiB pages one step writes
+
+
+def _faults(mode: str) -> int:
+    return int(subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True,
+                              check=True).stdout)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
 def test_malloc_reuse_stops_the_page_faults_of_freed_blocks() -> None:
-    faults = {mode: int(subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True,
-                                       check=True).stdout) for mode in ("on", "off")}
-    assert faults["off"] > 10_000, f"glibc's default unmaps and refaults every block: {faults}"
-    assert faults["on"] < faults["off"] / 4, faults
+    on = _faults("on")
+    # glibc's default trims and refaults in most runs, not all (where the heap's top happens to be pinned):
+    # a few tries show the measurement sees the refaulting it is there to catch.
+    refaulting, off = 30 * STEP_PAGES // 2, 0
+    for _ in range(5):
+        off = max(off, _faults("off"))
+        if off >= refaulting:
+            break
+    assert off >= refaulting, f"glibc's default unmaps and refaults the blocks every step: {on=} {off=}"
+    assert on < STEP_PAGES, f"kept memory: at most a one-off fault, less than one step's pages in 30 steps: {on=}"
 
 
 # --- the kept-probabilities LM head --------------------------------------------------------------------------
