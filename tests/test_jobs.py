@@ -7,6 +7,7 @@ died without a result is failed with its last step, never "running" forever.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import sys
 import time
@@ -77,7 +78,12 @@ def test_a_restarted_server_still_sees_and_cancels_a_running_job(tmp_path: Path)
     manager = JobManager(tmp_path / "jobs")
     _fake_child(manager, "import time\nprint('Epoch 1/1 | Step 1/50 | Loss: 1.000', flush=True)\n"
                 + _log_step(tmp_path / "out", {"step": 1, "loss": 1.0, "epoch": 0.02}) + "time.sleep(60)\n")
-    job = manager.start({**TINY_TRAIN, "max_steps": 50, "output_dir": str(tmp_path / "out")})
+    # a server started as `cmd &` ignores SIGINT, and would pass that on to its jobs through exec
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        job = manager.start({**TINY_TRAIN, "max_steps": 50, "output_dir": str(tmp_path / "out")})
+    finally:
+        signal.signal(signal.SIGINT, before)
     with pytest.raises(ConfigError, match="already writing to"):  # one run per folder
         manager.start({**TINY_TRAIN, "output_dir": str(tmp_path / "out")})
 

@@ -33,6 +33,12 @@ from hello_agents_rl.workflows import job_files
 FINAL = ("completed", "interrupted", "failed", "cancelled")
 STORE = "jobs.db"
 
+# Cancel is a SIGINT, but a server started as `cmd &` or from a service manager may have SIGINT ignored, and
+# an ignored signal stays ignored across exec: the job's process resets it, then becomes the job (same pid).
+# (Popen's preexec_fn could do it without the extra interpreter, but is unsafe in a server with threads.)
+_WITH_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                        "os.execv(sys.argv[1], sys.argv[1:])")
+
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, action TEXT NOT NULL, params TEXT NOT NULL, output_dir TEXT, folder TEXT NOT NULL,
     pid INTEGER, started REAL, created REAL NOT NULL, state TEXT NOT NULL, finished REAL,
@@ -95,7 +101,8 @@ class JobManager:
             created = time.time()  # before the child exists: whatever it writes is newer than this
             with (folder / "console.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
                 child = subprocess.Popen(
-                    self._command(action, config), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                    [sys.executable, "-c", _WITH_DEFAULT_SIGINT, *self._command(action, config)],
+                    stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # the server's own Ctrl-C must not reach the jobs; cancel is explicit
                     # console lines reach the log as they happen; the run knows the claim it holds is its own
                     env={**os.environ, "PYTHONUNBUFFERED": "1", CLAIMED_ENV: output_dir},
