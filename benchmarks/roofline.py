@@ -9,8 +9,9 @@ once (the same for every variant, so a variant that recomputes shared prompts si
 Per token, a forward costs 2 FLOPs per frozen weight it multiplies (the LM head only where a token is scored) plus
 attention (4 x context x query width per layer); the training backward adds the input gradients (2 per weight)
 and, for LoRA, the adapter's weight gradients; attention backward twice its forward. A decode step must read every
-weight once, so its bound is max(FLOPs / compute roof, weight bytes / bandwidth); the other phases reuse each
-weight across hundreds of tokens and are bound by compute.
+weight once, so its bound is max(FLOPs / compute roof, (weight + KV) bytes / bandwidth); the other phases reuse each
+weight across hundreds of tokens and are bound by compute. A decode step also reads the KV cache: each distinct
+prompt's keys and values once (a group's rows share them) and each row's own completion so far.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def phase_work(shape: ModelShape, counts: BatchCounts, machine: Machine) -> dict
     prefill_flops = 2.0 * shape.layer_weights * counts.prompt_tokens
     prefill_flops += shape.attention_flops(counts.prompt_tokens, counts.prompt_length / 2)
     step_flops = decode_flops / max(counts.decode_steps, 1)
-    kv_bytes = 4.0 * 2 * shape.layers * shape.kv_heads * shape.head_dim * ctx * counts.rows
+    kv_tokens = counts.prompt_tokens + counts.completion_tokens / 2  # per step on average, shared prompts once
+    kv_bytes = 4.0 * 2 * shape.layers * shape.kv_heads * shape.head_dim * kv_tokens
     step_bound = max(step_flops / (machine.gemm_decode_gflops * 1e9), (w_bytes + kv_bytes) / (machine.bandwidth_gbs * 1e9))
     memory_bound = (w_bytes + kv_bytes) / (machine.bandwidth_gbs * 1e9) >= step_flops / (machine.gemm_decode_gflops * 1e9)
     generation = PhaseWork(

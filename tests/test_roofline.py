@@ -63,6 +63,21 @@ def test_a_decode_step_is_bound_by_the_slower_roof() -> None:
     assert compute_bound.bound_s == pytest.approx(compute_bound.flops / 1e9, rel=1e-6)
 
 
+def test_a_decode_steps_bytes_count_a_shared_prompts_keys_once() -> None:
+    shape = roofline.ModelShape(hidden=576, intermediate=1536, layers=30, heads=9, kv_heads=3, head_dim=64,
+                                vocab=49152, lora_rank=16)
+    slow_memory = _machine(1e6, 1e6, 1.0)
+
+    def decode_bytes(rows: int) -> float:  # 4 distinct prompts of 200 tokens, 100 new tokens per row
+        counts = roofline.BatchCounts(rows=rows, prompt_tokens=4 * 200, completion_tokens=rows * 100,
+                                      decode_steps=100, prompt_length=200)
+        return roofline.phase_work(shape, counts, slow_memory)["generation"].bytes
+
+    kv_per_token = 4 * 2 * 30 * 3 * 64
+    # 4 more rows per prompt add their own completions' keys (50 tokens on average per step), not the prompts'
+    assert decode_bytes(32) - decode_bytes(16) == pytest.approx(100 * 16 * 50 * kv_per_token)
+
+
 def test_fractions_are_bound_over_measured_seconds() -> None:
     shape = roofline.ModelShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=500)
     counts = roofline.BatchCounts(rows=4, prompt_tokens=20, completion_tokens=40, decode_steps=12, prompt_length=10)

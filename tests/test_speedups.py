@@ -17,7 +17,8 @@ import torch
 
 from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, sample
-from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw
+from hello_agents_rl.rollouts.sampling.kv_cache import prefill_shared
+from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
 from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
 from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_logps
@@ -103,6 +104,44 @@ def test_packed_weights_give_the_unpacked_products(tiny_model: str, monkeypatch:
     assert greedy[0] == greedy[1] and a == b, "the same tokens, greedy and sampled"
     monkeypatch.setenv(speedups.OFF_SWITCH, "packed_weights")
     assert all(p.packed is None for p in FastDecoder(model, pack_rows=6)._projections())
+
+
+# --- shared_prompt_kv ----------------------------------------------------------------------------------------
+
+
+def test_prompt_groups_put_a_groups_rows_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, c = [5, 6], [7], [5, 6, 8]
+    assert prompt_groups([a, b, a, b]) == ([0, 2, 1, 3], 2)
+    assert prompt_groups([a, a, b]) == ([0, 1, 2], 1), "groups of unequal size: each row its own"
+    assert prompt_groups([a, b, c]) == ([0, 1, 2], 1), "no repeats: nothing to share"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "shared_prompt_kv")
+    assert prompt_groups([a, b, a, b]) == ([0, 1, 2, 3], 1)
+
+
+def test_shared_prompt_cache_gives_the_copied_caches_tokens_and_logprobs(tiny_model: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen3 (q/k norms), Llama and Qwen2 (grouped-query attention, biases); prompts of three lengths (left
+    padding), each in four rows in shuffled order, which the sampler groups and hands back in the caller's order."""
+    eos = {"eos_token_ids": [1], "pad_token_id": 0}
+    for model in _models(tiny_model, dropout=0.0):
+        model.eval()
+        ids, mask, keep = _batch(model.config.vocab_size)
+        prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
+        decoder = FastDecoder(model)
+        cache = prefill_shared(decoder, ids[:4, :-keep], mask[:4, :-keep], 1, 4, 4)[0]
+        assert cache.group_size == 1 and cache.prefix[0][0].shape[0] == 4
+        ordered = [p for p in sorted(set(map(tuple, prompts))) for _ in range(4)]
+        grouped = torch.tensor([[0] * (ids.shape[1] - keep - len(p)) + list(p) for p in ordered])
+        cache = prefill_shared(decoder, grouped, (grouped != 0).long(), 4, 4, 4)[0]
+        assert cache.prefix[0][0].shape[0] == 3, "each prompt's keys once"
+        runs = {}
+        for off in ("", "shared_prompt_kv"):
+            monkeypatch.setenv(speedups.OFF_SWITCH, off)
+            runs[off] = sample(model, prompts, 16, temperature=0.0, decoder=decoder, **eos)
+        (tokens, logps), (copied_tokens, copied_logps) = runs.values()
+        assert tokens == copied_tokens, "the same greedy completions, row for row"
+        for shared, copied in zip(logps, copied_logps):
+            torch.testing.assert_close(torch.tensor(shared), torch.tensor(copied), atol=1e-5, rtol=0)
 
 
 # --- inverse_cdf ---------------------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ OPTIMISATIONS = {
                   "TRL's 32,768 (a tile that stays in cache; the same log-probs up to float rounding)",
     "malloc_reuse": "glibc keeps freed blocks up to 32 MiB for reuse instead of unmapping them (CPU): fewer page "
                     "faults and zero-filled pages for a step's activations",
+    "shared_prompt_kv": "the sampler's decode steps read each prompt's keys and values once for its group "
+                        "(num_generations rows) instead of from a copy in every row: one matrix product of the "
+                        "group's queries, the same attention up to float rounding",
     "functional_forward": "the LoRA training forward as one function of the policy's tensors (CPU, float32): "
                           "fused frozen q/k/v and gate/up products, each LoRA branch added by one addmm with its "
                           "scale folded in, and an LM head that keeps the probabilities for its backward",

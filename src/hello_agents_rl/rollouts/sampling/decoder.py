@@ -7,12 +7,13 @@ q/k norm and RoPE applied to all heads at once. Anything it does not reproduce e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling.attention import SharedPromptCache, grouped_attention
 
 # Llama-family decoders this view reproduces exactly: pre-norm, RMSNorm, RoPE, GQA, SwiGLU MLP.
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
@@ -20,6 +21,8 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
+# a layer's attention: (layer index, q [B, Hq, S, D], k and v [B, Hkv, S, D]) -> [B, Hq, S, D]
+Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def can_pack(weight: torch.Tensor) -> bool:
@@ -244,12 +247,34 @@ class FastDecoder:
 
         mask: bool [B, 1, S, start+S], True where a query may attend a key.
         """
+        end = start + ids.shape[1]
+
+        def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            keys, values = cache[index]
+            keys[:, :, start:end], values[:, :, start:end] = k, v
+            return F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
+                                                  scale=self.scaling, enable_gqa=self.num_heads != self.num_kv_heads)
+
+        return self._layers(ids, rope, attend)
+
+    def decode(self, ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: SharedPromptCache,
+               step: int) -> torch.Tensor:
+        """One decode step: hidden states [B, 1, H] for ids [B, 1], the completions' token `step` (0-based),
+        written to the rows' own cache slot `step`; the prompt's keys are read once per group."""
+        def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            keys, values = cache.own[index]
+            keys[:, :, step : step + 1], values[:, :, step : step + 1] = k, v
+            own = (keys[:, :, : step + 1], values[:, :, : step + 1])
+            return grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling)
+
+        return self._layers(ids, rope, attend)
+
+    def _layers(self, ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], attend: Attend) -> torch.Tensor:
         batch, length = ids.shape
         cos, sin = rope
-        end = start + length
         h = F.embedding(ids, self.embed)
         nq, nkv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        for layer, (keys, values) in zip(self.layers, cache):
+        for index, layer in enumerate(self.layers):
             x = rms_norm(h, layer.in_norm)
             if len(layer.qkv) == 1:
                 qkv = layer.qkv[0](x)
@@ -261,12 +286,7 @@ class FastDecoder:
             if layer.qk_norm is not None:
                 qk = rms_norm(qk, layer.qk_norm)
             qk = apply_rope(qk, cos, sin).transpose(1, 2)
-            q, k = qk[:, :nq], qk[:, nq:]
-            keys[:, :, start:end] = k
-            values[:, :, start:end] = v.view(batch, length, nkv, d).transpose(1, 2)
-            attn = F.scaled_dot_product_attention(
-                q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, scale=self.scaling, enable_gqa=nq != nkv
-            )
+            attn = attend(index, qk[:, :nq], qk[:, nq:], v.view(batch, length, nkv, d).transpose(1, 2))
             h = h + layer.o(attn.transpose(1, 2).reshape(batch, length, nq * d))
             x = rms_norm(h, layer.post_norm)
             if len(layer.gate_up) == 1:

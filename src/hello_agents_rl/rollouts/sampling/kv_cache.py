@@ -1,12 +1,15 @@
-"""The lean sampler's KV cache: prefilled once per distinct prompt, grown by doubling as completions run on."""
+"""The lean sampler's KV cache: prefilled once per distinct prompt, grown by doubling as completions run on.
+
+`prefill` gives every row the whole cache (its prompt copied in: the scorer's multi-token forward);
+`prefill_shared` keeps each group's prompt once for the decode steps (attention.SharedPromptCache).
+"""
 
 from __future__ import annotations
 
 import torch
 
+from hello_agents_rl.rollouts.sampling.attention import KVCache, SharedPromptCache, prompt_bias
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
-
-KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # (keys, values) per layer, each [B, kv_heads, slots, head_dim]
 
 
 def prefill(
@@ -20,33 +23,71 @@ def prefill(
     The cache holds P + `reserve` slots (default all); `grow` adds more.
     """
     batch, length = prompts.shape
-    device = prompts.device
-    unique, inverse = torch.unique(prompts.masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True)
-    first = torch.zeros(unique.size(0), dtype=torch.long, device=device).scatter_(
-        0, inverse, torch.arange(batch, device=device)
-    )  # any row of each group
-    valid = torch.cat([prompt_mask.bool(), torch.ones((batch, extra), dtype=torch.bool, device=device)], dim=1)
-    positions = (valid.long().cumsum(-1) - 1).clamp(min=0)  # pad-invariant positions
-    cos, sin = decoder.rope(positions)
-
-    def buffers(rows: int, slots: int) -> KVCache:
-        shape = (rows, decoder.num_kv_heads, slots, decoder.head_dim)
-        return [
-            (torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
-            for _ in decoder.layers
-        ]
-
-    # causal over the prompt, never attending pads; each position may see itself, so padded query rows stay
-    # finite (their outputs are never read and their keys are masked for every query)
-    prefix = buffers(unique.size(0), length)
-    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
-    mask = (causal & valid[first, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
-    hidden = decoder.forward(prompts[first], (cos[first, :length], sin[first, :length]), prefix, 0, mask)[:, -1]
-    cache = buffers(batch, length + (extra if reserve is None else min(reserve, extra)))
+    first, inverse = _distinct(prompts, prompt_mask)
+    prefix, hidden, rope, valid = _prompt_pass(decoder, prompts, prompt_mask, first, extra)
+    cache = _buffers(decoder, batch, length + (extra if reserve is None else min(reserve, extra)), prompts.device)
     for (keys, values), (prefix_keys, prefix_values) in zip(cache, prefix):
         keys[:, :, :length] = prefix_keys[inverse]
         values[:, :, :length] = prefix_values[inverse]
-    return cache, hidden[inverse], (cos, sin), valid
+    return cache, hidden[inverse], rope, valid
+
+
+def prefill_shared(
+    decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, extra: int, reserve: int
+) -> tuple[SharedPromptCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """As `prefill`, for rows whose groups of `group_size` adjacent rows share one prompt: the prompt's keys stay
+    once per group, each row gets `reserve` slots of its own (grown by `grow_own`). With group_size 1 each row is
+    its own group (distinct prompts still computed once, then copied). Returns the cache, the hidden state after
+    each row's prompt [B, H], rope tables for all P + extra slots and the key-validity mask."""
+    batch, length = prompts.shape
+    if group_size > 1:
+        first = torch.arange(0, batch, group_size, device=prompts.device)
+        inverse = None
+    else:
+        first, inverse = _distinct(prompts, prompt_mask)
+    prefix, hidden, rope, valid = _prompt_pass(decoder, prompts, prompt_mask, first, extra)
+    if inverse is None:
+        hidden = hidden.repeat_interleave(group_size, 0)
+    else:
+        prefix, hidden, first = [(k[inverse], v[inverse]) for k, v in prefix], hidden[inverse], torch.arange(batch, device=prompts.device)
+    per_kv = group_size * decoder.num_heads // decoder.num_kv_heads
+    bias = prompt_bias(valid[first, :length], decoder.num_kv_heads, per_kv, decoder.dtype)
+    own = _buffers(decoder, batch, min(reserve, extra), prompts.device)
+    return SharedPromptCache(prefix, bias, own, group_size), hidden, rope, valid
+
+
+def _distinct(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One row of each distinct prompt, and for every row the index of its prompt among those."""
+    unique, inverse = torch.unique(prompts.masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True)
+    first = torch.zeros(unique.size(0), dtype=torch.long, device=prompts.device).scatter_(
+        0, inverse, torch.arange(prompts.shape[0], device=prompts.device)
+    )  # any row of each group
+    return first, inverse
+
+
+def _prompt_pass(
+    decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, first: torch.Tensor, extra: int
+) -> tuple[KVCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The prompt rows `first` (one per distinct prompt) through the decoder: their cache [len(first), Hkv, P, D],
+    hidden states after their last token, and every row's rope tables and key-validity mask."""
+    batch, length = prompts.shape
+    device = prompts.device
+    valid = torch.cat([prompt_mask.bool(), torch.ones((batch, extra), dtype=torch.bool, device=device)], dim=1)
+    positions = (valid.long().cumsum(-1) - 1).clamp(min=0)  # pad-invariant positions
+    cos, sin = decoder.rope(positions)
+    # causal over the prompt, never attending pads; each position may see itself, so padded query rows stay
+    # finite (their outputs are never read and their keys are masked for every query)
+    prefix = _buffers(decoder, first.numel(), length, device)
+    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    mask = (causal & valid[first, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
+    hidden = decoder.forward(prompts[first], (cos[first, :length], sin[first, :length]), prefix, 0, mask)[:, -1]
+    return prefix, hidden, (cos, sin), valid
+
+
+def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device) -> KVCache:
+    shape = (rows, decoder.num_kv_heads, slots, decoder.head_dim)
+    return [(torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
+            for _ in decoder.layers]
 
 
 def grow(cache: KVCache, slots: int) -> KVCache:
@@ -56,4 +97,9 @@ def grow(cache: KVCache, slots: int) -> KVCache:
         return torch.cat([t, more], dim=2)
 
     return [(grown(k), grown(v)) for k, v in cache]
+
+
+def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
+    """The same shared cache with room for `slots` completion tokens per row."""
+    return SharedPromptCache(cache.prefix, cache.prefix_bias, grow(cache.own, slots), cache.group_size)
 

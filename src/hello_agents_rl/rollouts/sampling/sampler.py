@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
-from hello_agents_rl.rollouts.sampling.kv_cache import grow, prefill
+from hello_agents_rl.rollouts.sampling.kv_cache import grow_own, prefill_shared
 
 KV_RESERVE = 64  # decode slots allocated up front; completions that run longer double it as they go
 
@@ -30,6 +30,19 @@ def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float) -> torc
         remove[..., -1:] = False
         logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
     return logits
+
+
+def prompt_groups(prompt_ids: list[list[int]]) -> tuple[list[int], int]:
+    """An order of the rows that puts equal prompts side by side, and the group size when every prompt is repeated
+    the same number of times (a GRPO batch: num_generations); otherwise (1 and the rows as they are) each row is
+    its own group. Switched off (`shared_prompt_kv`), every row is its own group."""
+    rows: dict[tuple[int, ...], list[int]] = {}
+    for row, prompt in enumerate(prompt_ids):
+        rows.setdefault(tuple(prompt), []).append(row)
+    sizes = {len(group) for group in rows.values()}
+    if len(sizes) != 1 or 1 in sizes or not speedups.on("shared_prompt_kv"):
+        return list(range(len(prompt_ids))), 1
+    return [row for group in rows.values() for row in group], sizes.pop()
 
 
 DRAW_BLOCK = 1024  # vocabulary entries per block of the two-level inverse CDF
@@ -86,15 +99,17 @@ def sample(
     """
     decoder = decoder or FastDecoder(model, pack_rows=len(prompt_ids))
     device = decoder.embed.device
+    order, group_size = prompt_groups(prompt_ids)
     batch = len(prompt_ids)
     longest = max(len(p) for p in prompt_ids)
     prompts = torch.full((batch, longest), pad_token_id, dtype=torch.long)
     prompt_mask = torch.zeros((batch, longest), dtype=torch.long)
-    for row, prompt in enumerate(prompt_ids):  # left padding, like TRL
+    for row, source in enumerate(order):  # left padding, like TRL; a group's rows side by side
+        prompt = prompt_ids[source]
         prompts[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
         prompt_mask[row, longest - len(prompt) :] = 1
-    cache, hidden, (cos, sin), valid = prefill(
-        decoder, prompts.to(device), prompt_mask.to(device), max_new_tokens, reserve=KV_RESERVE
+    cache, hidden, (cos, sin), _ = prefill_shared(
+        decoder, prompts.to(device), prompt_mask.to(device), group_size, max_new_tokens, reserve=KV_RESERVE
     )
     eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -115,17 +130,18 @@ def sample(
         done = done | torch.isin(token, eos)
         if step + 1 == max_new_tokens or bool(done.all()):
             break
+        if step >= cache.own[0][0].shape[2]:
+            cache = grow_own(cache, min(max_new_tokens, 2 * cache.own[0][0].shape[2]))
         slot = longest + step
-        if slot >= cache[0][0].shape[2]:
-            cache = grow(cache, min(longest + max_new_tokens, 2 * cache[0][0].shape[2]))
         rope = (cos[:, slot : slot + 1], sin[:, slot : slot + 1])
-        hidden = decoder.forward(token[:, None], rope, cache, slot, valid[:, None, None, : slot + 1])[:, -1]
-    token_rows = torch.stack(tokens, dim=1).tolist()
+        hidden = decoder.decode(token[:, None], rope, cache, step)[:, -1]
+    back = sorted(range(batch), key=order.__getitem__)  # row i of the batch was prompt order[i]
+    batch_rows = torch.stack(tokens, dim=1).tolist()
+    token_rows = [batch_rows[i] for i in back]
     eos_set = set(eos_token_ids)
     ends = [next((i + 1 for i, t in enumerate(row) if t in eos_set), len(row)) for row in token_rows]
     completions = [row[:end] for row, end in zip(token_rows, ends)]
     if not with_logprobs:
         return completions, None
     logp_rows = torch.stack(logps, dim=1).tolist()
-    return completions, [row[:end] for row, end in zip(logp_rows, ends)]
-
+    return completions, [logp_rows[i][:end] for i, end in zip(back, ends)]
