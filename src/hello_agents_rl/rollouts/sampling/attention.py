@@ -22,7 +22,8 @@ class SharedPromptCache:
 
     prefix: per layer [G, Hkv, P, D] (left-padded prompts); prefix_bias: [G * Hkv, group_size * Hq / Hkv, P],
     0 at a prompt's tokens and -inf at its pads, in the layout of the group's scores (built once, every layer's);
-    own: per layer [B, Hkv, slots, D], B = G * group_size rows, a group's rows adjacent, grown as rows run on.
+    own: per layer [G, Hkv, group_size, slots, D]: the B = G * group_size rows' completions (a group's rows
+    adjacent in the batch), in the group's layout so that its scores need no copy; grown as rows run on.
     """
 
     prefix: KVCache
@@ -42,35 +43,29 @@ def grouped_attention(
     """Attention of one query per row over its group's prompt keys, then its own completion keys.
 
     q: [B, Hq, 1, D] with B = G * group_size, rows of a group adjacent; prefix: keys, values [G, Hkv, P, D];
-    prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: keys, values [B, Hkv, T, D]
-    (all valid). Query head h reads key head h // (Hq / Hkv), as transformers' repeat_kv. Returns [B, Hq, 1, D].
+    prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: keys, values
+    [G, Hkv, group_size, T, D] (all valid). Query head h reads key head h // (Hq / Hkv), as transformers'
+    repeat_kv. Returns [B, Hq, 1, D].
     """
     batch, heads, _, dim = q.shape
     prefix_keys, prefix_values = prefix
     groups, kv_heads, prompt, _ = prefix_keys.shape
     own_keys, own_values = own
-    per_kv = heads // kv_heads
-    n = group_size
-    # the group's queries per key head: [G, Hkv, n * per_kv, D]
-    q_own = q.view(batch, kv_heads, per_kv, dim)  # [B, Hkv, r, D]
-    q_group = q_own.view(groups, n, kv_heads, per_kv, dim).transpose(1, 2).reshape(groups, kv_heads, n * per_kv, dim)
-    scores_prompt = torch.baddbmm(  # [G*Hkv, n*r, P]: the prompt's keys once per group
-        prefix_bias,
-        q_group.reshape(groups * kv_heads, n * per_kv, dim),
-        prefix_keys.reshape(groups * kv_heads, prompt, dim).transpose(1, 2),
-        alpha=scale,
+    r, n, own_length = heads // kv_heads, group_size, own_keys.shape[3]
+    rows = n * r  # a key head's queries in a group
+    # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)
+    q_group = q.view(groups, n, kv_heads, r, dim).transpose(1, 2).contiguous().mul_(scale)
+    scores_prompt = torch.baddbmm(  # [G*Hkv, n*r, P]: the prompt's keys read once per group
+        prefix_bias, q_group.view(groups * kv_heads, rows, dim),
+        prefix_keys.view(groups * kv_heads, prompt, dim).transpose(1, 2),
     )
-    scores_own = torch.matmul(q_own, own_keys.transpose(2, 3)) * scale  # [B, Hkv, r, T]
-    # one softmax over both parts: the own scores into the group's layout [G*Hkv, n*r, T]
-    own_length = own_keys.shape[2]
-    scores_own = scores_own.view(groups, n, kv_heads, per_kv, own_length).transpose(1, 2)
-    scores = torch.cat([scores_prompt, scores_own.reshape(groups * kv_heads, n * per_kv, own_length)], dim=-1)
-    probs = scores.softmax(dim=-1)
-    out = torch.bmm(probs[..., :prompt], prefix_values.reshape(groups * kv_heads, prompt, dim))  # [G*Hkv, n*r, D]
-    out = out.view(groups, kv_heads, n, per_kv, dim).transpose(1, 2).reshape(batch, kv_heads, per_kv, dim)
-    probs_own = probs[..., prompt:].reshape(groups, kv_heads, n, per_kv, own_length).transpose(1, 2)
-    out = out + torch.matmul(probs_own.reshape(batch, kv_heads, per_kv, own_length), own_values)  # [B, Hkv, r, D]
-    return out.reshape(batch, heads, 1, dim)
+    scores_own = torch.matmul(q_group, own_keys.transpose(3, 4))  # [G, Hkv, n, r, T]: each row its own keys
+    scores = torch.cat([scores_prompt, scores_own.view(groups * kv_heads, rows, own_length)], dim=-1)
+    probs = scores.softmax(dim=-1)  # one softmax over both parts
+    out = torch.bmm(probs[..., :prompt], prefix_values.view(groups * kv_heads, prompt, dim))  # [G*Hkv, n*r, D]
+    out = out.view(groups, kv_heads, n, r, dim)
+    out = out + torch.matmul(probs[..., prompt:].view(groups, kv_heads, n, r, own_length), own_values)
+    return out.transpose(1, 2).reshape(batch, heads, 1, dim)
 
 
 def prompt_bias(valid: torch.Tensor, kv_heads: int, rows_per_kv_head: int, dtype: torch.dtype) -> torch.Tensor:

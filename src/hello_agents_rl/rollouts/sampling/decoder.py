@@ -262,9 +262,10 @@ class FastDecoder:
         """One decode step: hidden states [B, 1, H] for ids [B, 1], the completions' token `step` (0-based),
         written to the rows' own cache slot `step`; the prompt's keys are read once per group."""
         def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            keys, values = cache.own[index]
-            keys[:, :, step : step + 1], values[:, :, step : step + 1] = k, v
-            own = (keys[:, :, : step + 1], values[:, :, : step + 1])
+            keys, values = cache.own[index]  # [G, Hkv, n, slots, D]
+            groups, n = keys.shape[0], cache.group_size
+            keys[:, :, :, step], values[:, :, :, step] = (t.view(groups, n, -1, t.shape[-1]).transpose(1, 2) for t in (k, v))
+            own = (keys[:, :, :, : step + 1], values[:, :, :, : step + 1])
             return grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling)
 
         return self._layers(ids, rope, attend)

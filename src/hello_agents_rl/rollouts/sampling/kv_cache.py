@@ -52,7 +52,8 @@ def prefill_shared(
         prefix, hidden, first = [(k[inverse], v[inverse]) for k, v in prefix], hidden[inverse], torch.arange(batch, device=prompts.device)
     per_kv = group_size * decoder.num_heads // decoder.num_kv_heads
     bias = prompt_bias(valid[first, :length], decoder.num_kv_heads, per_kv, decoder.dtype)
-    own = _buffers(decoder, batch, min(reserve, extra), prompts.device)
+    groups = batch // group_size
+    own = _buffers(decoder, groups, min(reserve, extra), prompts.device, (group_size,))
     return SharedPromptCache(prefix, bias, own, group_size), hidden, rope, valid
 
 
@@ -84,17 +85,17 @@ def _prompt_pass(
     return prefix, hidden, (cos, sin), valid
 
 
-def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device) -> KVCache:
-    shape = (rows, decoder.num_kv_heads, slots, decoder.head_dim)
+def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device, inner: tuple[int, ...] = ()) -> KVCache:
+    shape = (rows, decoder.num_kv_heads, *inner, slots, decoder.head_dim)
     return [(torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
             for _ in decoder.layers]
 
 
 def grow(cache: KVCache, slots: int) -> KVCache:
     """The same cache with room for `slots` tokens (amortised doubling, like a dynamic cache, not a static one)."""
-    def grown(t: torch.Tensor) -> torch.Tensor:
-        more = t.new_empty(t.shape[0], t.shape[1], slots - t.shape[2], t.shape[3])
-        return torch.cat([t, more], dim=2)
+    def grown(t: torch.Tensor) -> torch.Tensor:  # [..., slots, D]
+        more = t.new_empty(*t.shape[:-2], slots - t.shape[-2], t.shape[-1])
+        return torch.cat([t, more], dim=-2)
 
     return [(grown(k), grown(v)) for k, v in cache]
 
