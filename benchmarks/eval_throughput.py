@@ -1,6 +1,6 @@
 """Evaluation throughput: our batched rollout loop (what `evaluate` runs) vs one prompt at a time (the old tool's loop).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/eval_throughput.py --repeats 3
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/eval_throughput.py --repeats 3 --doc docs/performance.md
 
 Greedy answers to the 250 held-out arithmetic questions from the SFT'd tiny Qwen3 that
 grpo_throughput.py prepares (built on first use), max_new_tokens 32. Variants, alternated in-process:
@@ -12,7 +12,10 @@ grpo_throughput.py prepares (built on first use), max_new_tokens 32. Variants, a
 * lean_125      -- the GRPO lean sampler (rollouts/sampling/) greedy, 125 per batch: not wired into
                    `evaluate` (shown for what it would add).
 
-Reported: questions/s (wall and CPU), accuracy of each (they must agree), and ratios to one_at_a_time.
+Reported: questions/s (wall and CPU), accuracy of each (they must agree), and ratios to one_at_a_time; and the
+roofline of each (benchmarks/roofline.py): the machine measured in this run at each variant's batch rows, the work
+of generating the lean sampler's greedy completions (each prompt once, each new token once) in batches of that
+size, one after another. --doc writes it all into a markdown block.
 """
 
 from __future__ import annotations
@@ -26,6 +29,19 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import roofline  # noqa: E402
+
+BATCH_ROWS = {"one_at_a_time": 1, "batched_32": 32, "batched_125": 125, "lean_125": 125}
+
+
+def batches_work(prompt_lengths: list[int], completion_lengths: list[int], size: int) -> list[roofline.BatchCounts]:
+    """The questions in batches of `size`, in order: each batch decodes until its longest completion ends."""
+    out = []
+    for start in range(0, len(prompt_lengths), size):
+        p, c = prompt_lengths[start : start + size], completion_lengths[start : start + size]
+        out.append(roofline.BatchCounts(rows=len(p), prompt_tokens=sum(p), completion_tokens=sum(c),
+                                        decode_steps=max(c), prompt_length=sum(p) / len(p)))
+    return out
 
 
 def main() -> None:
@@ -34,7 +50,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=250)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--workdir", default=os.environ.get("HELLO_AGENTS_BENCH_DIR", "/tmp/hello_agents_bench"))
+    parser.add_argument("--doc", default="", help="write the table and the roofline into this markdown file "
+                        "(the block between its eval-speed markers)")
     args = parser.parse_args()
+    started = time.time()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
@@ -67,13 +86,17 @@ def main() -> None:
     def batched(size: int) -> Callable[[], list[str]]:
         return lambda: [r[0].trajectory.final_text for r in roll_out(model, tokenizer, rows, n_new, batch_size=size)]
 
+    completion_lengths: list[int] = []  # the lean sampler's greedy completions, in tokens: the work's measure
+
     def lean(size: int) -> Callable[[], list[str]]:
         def run() -> list[str]:
             answers = []
+            completion_lengths.clear()
             for start in range(0, len(prompts), size):
                 ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts[start : start + size]]
                 completions, _ = sample(model, ids, n_new, [eos], tokenizer.pad_token_id, temperature=0.0)
                 answers += tokenizer.batch_decode(completions, skip_special_tokens=True)
+                completion_lengths.extend(map(len, completions))
             return answers
         return run
 
@@ -91,15 +114,33 @@ def main() -> None:
     n = len(prompts)
     base_wall = statistics.median(t[0] for t in timings["one_at_a_time"])
     base_cpu = statistics.median(t[1] for t in timings["one_at_a_time"])
-    print(f"{n} questions, greedy, max_new_tokens {n_new}, {args.repeats} repeats (medians)")
     head = f"{'variant':<14} {'questions/s':>11} {'q/cpu-s':>8} {'vs one-at-a-time':>17} {'(cpu)':>6} {'accuracy':>9}"
-    print(head)
-    print("-" * len(head))
+    lines = [f"{n} questions, greedy, max_new_tokens {n_new}, {args.repeats} repeats (medians)", head, "-" * len(head)]
     for name, ts in timings.items():
         wall = statistics.median(t[0] for t in ts)
         cpu = statistics.median(t[1] for t in ts)
-        print(f"{name:<14} {n / wall:>11.1f} {n / cpu:>8.1f} {base_wall / wall:>16.2f}x {base_cpu / cpu:>5.2f}x {accuracy[name]:>9.3f}")
+        lines.append(f"{name:<14} {n / wall:>11.1f} {n / cpu:>8.1f} {base_wall / wall:>16.2f}x {base_cpu / cpu:>5.2f}x "
+                     f"{accuracy[name]:>9.3f}")
+    summary = "\n".join(lines)
+    shape = roofline.ModelShape.from_config(model_path)
+    prompt_lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    machines = {size: roofline.measure(shape, size, size * round(statistics.fmean(prompt_lengths)), torch.get_num_threads())
+                for size in sorted(set(BATCH_ROWS.values()))}
+    rows = {name: [roofline.phase_row("evaluation", roofline.generation_over_batches(
+                shape, batches_work(prompt_lengths, completion_lengths, BATCH_ROWS[name]), machines[BATCH_ROWS[name]]),
+                statistics.median(t[0] for t in timings[name]))] for name in timings}
+    machine_lines = [f"* {size} rows: {roofline.machine_line(m)}" for size, m in machines.items()]
+    roofs = roofline.markdown(rows, seconds=f"s ({n} questions)")
+    print(summary, "", "Roofline (medians over repeats):", *machine_lines, "", roofs, sep="\n")
+    if args.doc:
+        from real_model_common import write_block
 
+        command = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
+        block = "\n".join([f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs).", "",
+                           "```", summary, "```", "", "Roofline (benchmarks/roofline.py: the machine measured in this run "
+                           "at each variant's batch rows):", "", *machine_lines, "", roofs])
+        write_block(Path(args.doc), block, ("<!-- eval-speed:begin (benchmarks/eval_throughput.py writes this block) -->",
+                                            "<!-- eval-speed:end -->"))
 
 if __name__ == "__main__":
     main()

@@ -187,15 +187,24 @@ def phase_work(shape: ModelShape, counts: BatchCounts, machine: Machine) -> dict
     return {"generation": generation, "reference": reference, "train_fwd_bwd": training}
 
 
+def phase_row(phase: str, work: PhaseWork, seconds: float) -> dict:
+    """One phase's measured seconds, achieved GFLOP/s and GB/s, the bound and the fraction of it reached."""
+    return {"phase": phase, "seconds": seconds, "gflop": work.flops / 1e9,
+            "gflops": work.flops / seconds / 1e9 if seconds else 0.0, "gbs": work.bytes / seconds / 1e9 if seconds else 0.0,
+            "bound_s": work.bound_s, "roof": work.roof, "fraction": work.bound_s / seconds if seconds else 0.0}
+
+
 def roofline_rows(shape: ModelShape, counts: BatchCounts, machine: Machine, seconds: dict[str, float]) -> list[dict]:
-    """Per phase: measured seconds, achieved GFLOP/s and GB/s, the bound and the fraction of it reached."""
-    rows = []
-    for phase, work in phase_work(shape, counts, machine).items():
-        s = seconds.get(phase, 0.0)
-        rows.append({"phase": phase, "seconds": s, "gflop": work.flops / 1e9, "gflops": work.flops / s / 1e9 if s else 0.0,
-                     "gbs": work.bytes / s / 1e9 if s else 0.0, "bound_s": work.bound_s, "roof": work.roof,
-                     "fraction": work.bound_s / s if s else 0.0})
-    return rows
+    """Per GRPO phase: measured seconds, achieved GFLOP/s and GB/s, the bound and the fraction of it reached."""
+    return [phase_row(phase, work, seconds.get(phase, 0.0)) for phase, work in phase_work(shape, counts, machine).items()]
+
+
+def generation_over_batches(shape: ModelShape, batches: list[BatchCounts], machine: Machine) -> PhaseWork:
+    """The generation work of batches run one after another (batched evaluation): their sums."""
+    works = [phase_work(shape, counts, machine)["generation"] for counts in batches]
+    roofs = {w.roof for w in works}
+    return PhaseWork(sum(w.flops for w in works), sum(w.bytes for w in works), sum(w.bound_s for w in works),
+                     roofs.pop() if len(roofs) == 1 else "mixed: " + " / ".join(sorted(roofs)))
 
 
 def machine_line(machine: Machine) -> str:
@@ -205,8 +214,8 @@ def machine_line(machine: Machine) -> str:
             f"{machine.threads} torch threads")
 
 
-def markdown(rows_by_variant: dict[str, list[dict]]) -> str:
-    lines = ["| variant | phase | s/step | GFLOP | achieved GFLOP/s | achieved GB/s | bound s | roof | fraction of bound |",
+def markdown(rows_by_variant: dict[str, list[dict]], seconds: str = "s/step") -> str:
+    lines = [f"| variant | phase | {seconds} | GFLOP | achieved GFLOP/s | achieved GB/s | bound s | roof | fraction of bound |",
              "|---|---|---|---|---|---|---|---|---|"]
     for variant, rows in rows_by_variant.items():
         for r in rows:

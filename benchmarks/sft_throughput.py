@@ -1,6 +1,6 @@
 """SFT throughput and learning: our tool vs plain TRL SFTTrainer, same workload, side by side.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sft_throughput.py --repeats 3 --with-tuned
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sft_throughput.py --repeats 3 --with-tuned --doc docs/performance.md
 
 The same structure as grpo_throughput.py: one subprocess per run (OMP_NUM_THREADS=1, offline), the
 variants alternating within each repeat, a new seed per repeat shared by the variants. The workload:
@@ -16,7 +16,10 @@ schedule, max_length and loss on the completion only. Variants:
                    by default in both trainers: this variant equals `ours` since; kept to re-measure).
 
 Reported: samples/s and seconds per step of train() (wall, and CPU seconds), peak RSS, the final
-training loss and the held-out greedy accuracy (250 test questions) after the same number of examples.
+training loss and the held-out greedy accuracy (250 test questions) after the same number of examples; and the
+roofline of a step (benchmarks/roofline.py: the machine measured in this run, the work of the step's tokens as
+the chat template renders them, the LM head on the completion tokens only) with --doc writing it all into a
+markdown block.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import roofline  # noqa: E402
 from grpo_throughput import TrainTimer, child_env, held_out_accuracy, spread  # noqa: E402
 
 WORKLOAD = {"steps": 120, "batch_size": 16, "learning_rate": 2e-3, "max_length": 1024, "lora_r": 16, "lora_alpha": 32}
@@ -98,6 +103,30 @@ def run_trl(model_path: str, seed: int, out: Path, tuned: bool) -> tuple[list[di
     return logs, trainer.model.merge_and_unload().float(), trainer.processing_class
 
 
+def step_counts(seed: int, tokenizer: Any) -> dict[str, float]:
+    """A step's batch as the chat template renders it (means over the run's steps): roofline.BatchCounts' fields."""
+    rows = list(_data(seed))
+    prompt = [len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+              for r in rows]
+    total = [len(tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=True, return_dict=True)["input_ids"])
+             for r in rows]
+    steps, batch = WORKLOAD["steps"], WORKLOAD["batch_size"]
+    return {"rows": batch, "prompt_tokens": sum(prompt) / steps, "completion_tokens": (sum(total) - sum(prompt)) / steps,
+            "decode_steps": 0, "prompt_length": sum(prompt) / len(prompt)}
+
+
+def roofline_lines(results: list[dict], variants: list[str], shape: roofline.ModelShape,
+                   machine: roofline.Machine) -> dict[str, list[dict]]:
+    """Each variant's step (forward, backward and optimizer: s/step of train()) against the step's compute bound."""
+    out = {}
+    for variant in variants:
+        rows = [r for r in results if r["variant"] == variant]
+        counts = roofline.BatchCounts(**{k: statistics.fmean(r["counts"][k] for r in rows) for k in rows[0]["counts"]})
+        work = roofline.phase_work(shape, counts, machine)["train_fwd_bwd"]
+        out[variant] = [roofline.phase_row("sft step", work, statistics.median(r["s_per_step"] for r in rows))]
+    return out
+
+
 def child(variant: str, seed: int, model_path: str, out: Path) -> dict[str, Any]:
     TrainTimer.install()
     if variant in ("ours", "padding_free", "fast_dropout"):
@@ -110,6 +139,7 @@ def child(variant: str, seed: int, model_path: str, out: Path) -> dict[str, Any]
         "samples_per_s": samples / TrainTimer.wall, "samples_per_cpu_s": samples / TrainTimer.cpu,
         "s_per_step": TrainTimer.wall / WORKLOAD["steps"], "peak_rss_mb": TrainTimer.rss_mb,
         "final_loss": logs[-1]["loss"], "held_out_accuracy": held_out_accuracy(model, tokenizer),
+        "counts": step_counts(seed, tokenizer),
     }
 
 
@@ -155,6 +185,8 @@ def main() -> None:
     parser.add_argument("--with-fast-dropout", action="store_true")
     parser.add_argument("--workdir", default=os.environ.get("HELLO_AGENTS_BENCH_DIR", "/tmp/hello_agents_bench"))
     parser.add_argument("--json")
+    parser.add_argument("--doc", default="", help="write the table and the roofline into this markdown file "
+                        "(the block between its sft-speed markers)")
     parser.add_argument("--child"), parser.add_argument("--seed", type=int), parser.add_argument("--model")
     parser.add_argument("--out")
     args = parser.parse_args()
@@ -170,6 +202,14 @@ def main() -> None:
         build_tiny_model(tiny, seed=0)
     variants = ["ours", "trl"] + (["trl_tuned"] if args.with_tuned else []) + (["padding_free"] if args.with_padding_free else [])
     variants += ["fast_dropout"] if args.with_fast_dropout else []
+    started = time.time()
+    shape = roofline.ModelShape.from_config(tiny, lora_rank=WORKLOAD["lora_r"])
+    from hello_agents_rl.models import load_tokenizer
+
+    counts = step_counts(0, load_tokenizer(str(tiny)))  # a step's tokens: the rows of its training GEMMs
+    machine = roofline.measure(shape, WORKLOAD["batch_size"], round(counts["prompt_tokens"] + counts["completion_tokens"]),
+                               threads=1)
+    print(f"  machine: {roofline.machine_line(machine)}", flush=True)
     results = []
     for rep in range(args.repeats):
         for variant in variants if rep % 2 == 0 else variants[::-1]:
@@ -180,8 +220,19 @@ def main() -> None:
                   flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    print()
-    print(table(results, variants))
+    summary = table(results, variants)
+    roofs = roofline.markdown(roofline_lines(results, variants, shape, machine))
+    print("", summary, "", "Roofline (medians over seeds):", roofline.machine_line(machine), "", roofs, sep="\n")
+    if args.doc:
+        from real_model_common import write_block
+
+        command = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
+        block = "\n".join([f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs).", "",
+                           "```", summary, "```", "",
+                           "Roofline (benchmarks/roofline.py: the machine measured in this run, one thread):", "",
+                           roofline.machine_line(machine), "", roofs])
+        write_block(Path(args.doc), block, ("<!-- sft-speed:begin (benchmarks/sft_throughput.py writes this block) -->",
+                                            "<!-- sft-speed:end -->"))
 
 
 if __name__ == "__main__":

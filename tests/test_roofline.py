@@ -101,3 +101,30 @@ def test_the_target_verdicts_follow_the_thresholds() -> None:
     assert any(v.startswith("FAIL 4x4: ours' generation at 42%") for v in verdicts)
     runs[0]["completions_per_s"] = 0.89
     assert any(v.startswith("FAIL 4x4: ours/trl completions/s 2.97x") for v in roofline.verdicts(runs, real_model.TARGETS, lines))
+
+
+def test_batched_evaluation_sums_its_batches_and_batching_lowers_the_bound() -> None:
+    shape = roofline.ModelShape(hidden=576, intermediate=1536, layers=30, heads=9, kv_heads=3, head_dim=64, vocab=49152)
+    eval_module = _load("eval_throughput")
+    prompts, completions = [20] * 8, [5, 9, 3, 7, 9, 9, 1, 4]
+    machine = _machine(300.0, 400.0, 20.0)
+    alone = eval_module.batches_work(prompts, completions, 1)
+    assert [b.decode_steps for b in alone] == completions
+    assert [b.decode_steps for b in eval_module.batches_work(prompts, completions, 4)] == [9, 9], "each batch's longest"
+    one_by_one = roofline.generation_over_batches(shape, alone, machine)
+    assert one_by_one.bound_s == pytest.approx(sum(roofline.phase_work(shape, b, machine)["generation"].bound_s
+                                                   for b in alone))
+    batched = roofline.generation_over_batches(shape, eval_module.batches_work(prompts, completions, 8), machine)
+    assert batched.bound_s < one_by_one.bound_s / 3, "the weights read once per step for all rows, not once per row"
+
+
+def test_an_sft_steps_counts_are_its_rendered_tokens(tiny_model: str) -> None:
+    from hello_agents_rl.models import load_tokenizer
+
+    sft = _load("sft_throughput")
+    counts = sft.step_counts(0, load_tokenizer(tiny_model))
+    rows = sft.WORKLOAD["batch_size"]
+    # a chat-templated arithmetic question is tens of tokens, its worked answer about as many
+    assert counts["rows"] == rows and 10 * rows < counts["prompt_tokens"] < 100 * rows
+    assert 5 * rows < counts["completion_tokens"] < 100 * rows
+    assert counts["prompt_length"] == pytest.approx(counts["prompt_tokens"] / rows, rel=0.1)
