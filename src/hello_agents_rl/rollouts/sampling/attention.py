@@ -71,5 +71,6 @@ def grouped_attention(
 def prompt_bias(valid: torch.Tensor, kv_heads: int, rows_per_kv_head: int, dtype: torch.dtype) -> torch.Tensor:
     """SharedPromptCache.prefix_bias from the groups' prompt-key validity [G, P]."""
     groups, prompt = valid.shape
-    bias = torch.zeros(groups, 1, 1, prompt, dtype=dtype, device=valid.device).masked_fill_(~valid[:, None, None], float("-inf"))
+    bias = torch.zeros(groups, 1, 1, prompt, dtype=dtype, device=valid.device)
+    bias.masked_fill_(~valid[:, None, None], float("-inf"))
     return bias.expand(groups, kv_heads, rows_per_kv_head, prompt).reshape(groups * kv_heads, rows_per_kv_head, prompt)

@@ -264,7 +264,9 @@ class FastDecoder:
         def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             keys, values = cache.own[index]  # [G, Hkv, n, slots, D]
             groups, n = keys.shape[0], cache.group_size
-            keys[:, :, :, step], values[:, :, :, step] = (t.view(groups, n, -1, t.shape[-1]).transpose(1, 2) for t in (k, v))
+            # k, v [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D]
+            keys[:, :, :, step], values[:, :, :, step] = (t.view(groups, n, -1, t.shape[-1]).transpose(1, 2)
+                                                          for t in (k, v))
             own = (keys[:, :, :, : step + 1], values[:, :, :, : step + 1])
             return grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling)
 

@@ -48,12 +48,12 @@ def prefill_shared(
     prefix, hidden, rope, valid = _prompt_pass(decoder, prompts, prompt_mask, first, extra)
     if inverse is None:
         hidden = hidden.repeat_interleave(group_size, 0)
-    else:
-        prefix, hidden, first = [(k[inverse], v[inverse]) for k, v in prefix], hidden[inverse], torch.arange(batch, device=prompts.device)
-    per_kv = group_size * decoder.num_heads // decoder.num_kv_heads
-    bias = prompt_bias(valid[first, :length], decoder.num_kv_heads, per_kv, decoder.dtype)
-    groups = batch // group_size
-    own = _buffers(decoder, groups, min(reserve, extra), prompts.device, (group_size,))
+    else:  # every row its own group: its prompt's cache copied in
+        prefix, hidden = [(k[inverse], v[inverse]) for k, v in prefix], hidden[inverse]
+        first = torch.arange(batch, device=prompts.device)
+    rows_per_kv_head = group_size * decoder.num_heads // decoder.num_kv_heads
+    bias = prompt_bias(valid[first, :length], decoder.num_kv_heads, rows_per_kv_head, decoder.dtype)
+    own = _buffers(decoder, batch // group_size, min(reserve, extra), prompts.device, (group_size,))
     return SharedPromptCache(prefix, bias, own, group_size), hidden, rope, valid
 
 
@@ -85,7 +85,9 @@ def _prompt_pass(
     return prefix, hidden, (cos, sin), valid
 
 
-def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device, inner: tuple[int, ...] = ()) -> KVCache:
+def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device,
+             inner: tuple[int, ...] = ()) -> KVCache:
+    """Empty (keys, values) per layer of [rows, Hkv, *inner, slots, D]."""
     shape = (rows, decoder.num_kv_heads, *inner, slots, decoder.head_dim)
     return [(torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
             for _ in decoder.layers]

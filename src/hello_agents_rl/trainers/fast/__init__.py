@@ -7,7 +7,8 @@ KL, the clipped importance-ratio loss, logging -- with four replacements, each e
    generate is mostly per-token Python overhead (mask building, cache objects, logits processors, PEFT's LoRA
    wrappers). `FastDecoder` is a functional view of a Llama-family decoder: LoRA merged into the weights once
    per rollout, q/k/v and gate/up fused into one matmul each, q/k norm and RoPE applied to all heads at once,
-   a preallocated (growing) KV cache, and each distinct prompt prefilled once for its whole group; on CPU the
+   a preallocated (growing) KV cache, and each distinct prompt prefilled once for its whole group, whose rows
+   then read its keys once per decode step (one product of all their queries); on CPU the
    fused copies are packed once for MKL's GEMM and tokens are drawn by a float64 inverse CDF.
    Sampling is transformers' temperature/top-k/top-p; rows stop at EOS, never past max_new_tokens. The
    rollout hands TRL no log-probs, as TRL's generate path does (its loss uses the training forward's).
