@@ -36,12 +36,8 @@ BATCH_ROWS = {"one_at_a_time": 1, "batched_32": 32, "batched_125": 125, "lean_12
 
 def batches_work(prompt_lengths: list[int], completion_lengths: list[int], size: int) -> list[roofline.BatchCounts]:
     """The questions in batches of `size`, in order: each batch decodes until its longest completion ends."""
-    out = []
-    for start in range(0, len(prompt_lengths), size):
-        p, c = prompt_lengths[start : start + size], completion_lengths[start : start + size]
-        out.append(roofline.BatchCounts(rows=len(p), prompt_tokens=sum(p), completion_tokens=sum(c),
-                                        decode_steps=max(c), prompt_length=sum(p) / len(p)))
-    return out
+    return [roofline.BatchCounts.of(prompt_lengths[start : start + size], completion_lengths[start : start + size])
+            for start in range(0, len(prompt_lengths), size)]
 
 
 def main() -> None:
@@ -124,7 +120,8 @@ def main() -> None:
     summary = "\n".join(lines)
     shape = roofline.ModelShape.from_config(model_path)
     prompt_lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
-    machines = {size: roofline.measure(shape, size, size * round(statistics.fmean(prompt_lengths)), torch.get_num_threads())
+    prompt_length = round(statistics.fmean(prompt_lengths))
+    machines = {size: roofline.measure(shape, size, size * prompt_length, torch.get_num_threads())
                 for size in sorted(set(BATCH_ROWS.values()))}
     rows = {name: [roofline.phase_row("evaluation", roofline.generation_over_batches(
                 shape, batches_work(prompt_lengths, completion_lengths, BATCH_ROWS[name]), machines[BATCH_ROWS[name]]),
@@ -133,14 +130,11 @@ def main() -> None:
     roofs = roofline.markdown(rows, seconds=f"s ({n} questions)")
     print(summary, "", "Roofline (medians over repeats):", *machine_lines, "", roofs, sep="\n")
     if args.doc:
-        from real_model_common import write_block
+        from real_model_common import write_run_block
 
-        command = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
-        block = "\n".join([f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs).", "",
-                           "```", summary, "```", "", "Roofline (benchmarks/roofline.py: the machine measured in this run "
-                           "at each variant's batch rows):", "", *machine_lines, "", roofs])
-        write_block(Path(args.doc), block, ("<!-- eval-speed:begin (benchmarks/eval_throughput.py writes this block) -->",
-                                            "<!-- eval-speed:end -->"))
+        write_run_block(args.doc, "eval-speed", ["```", summary, "```", "", "Roofline (benchmarks/roofline.py: the "
+                                                 "machine measured in this run at each variant's batch rows):", "",
+                                                 *machine_lines, "", roofs], started)
 
 if __name__ == "__main__":
     main()

@@ -309,14 +309,11 @@ def main() -> None:
     targets = roofline.verdicts(results, TARGETS, lines)
     print("", summary, "", "Roofline (medians over seeds):", *roofs, "", "Targets:", *targets, sep="\n")
     if args.doc:
-        from real_model_common import write_block
+        from real_model_common import write_run_block
 
-        command = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
-        block = "\n".join([f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs).", "",
-                           "```", summary, "```", "", "Targets:", "", *[f"* {t}" for t in targets], "",
-                           "Roofline (benchmarks/roofline.py: the machine measured in this run, one thread):", "", *roofs])
-        write_block(Path(args.doc), block, ("<!-- tiny-speed:begin (benchmarks/grpo_throughput.py writes this block) -->",
-                                            "<!-- tiny-speed:end -->"))
+        body = ["```", summary, "```", "", "Targets:", "", *[f"* {t}" for t in targets], "",
+                "Roofline (benchmarks/roofline.py: the machine measured in this run, one thread):", "", *roofs]
+        write_run_block(args.doc, "tiny-speed", body, started)
 
 
 if __name__ == "__main__":

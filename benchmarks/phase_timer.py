@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
+
+from roofline import BatchCounts
 
 
 def timed_trainer(base: type, times: dict[str, float], batches: list[dict] | None = None) -> type:
@@ -18,11 +21,8 @@ def timed_trainer(base: type, times: dict[str, float], batches: list[dict] | Non
         finally:
             times["generation"] += time.perf_counter() - started
         if batches is not None:
-            distinct = {tuple(p) for p in prompt_ids}
-            lengths = [len(c) for c in out[0]]
-            batches.append({"rows": len(prompt_ids), "prompt_tokens": sum(len(p) for p in distinct),
-                            "completion_tokens": sum(lengths), "decode_steps": max(lengths, default=0),
-                            "prompt_length": sum(len(p) for p in distinct) / max(len(distinct), 1)})
+            distinct = [len(p) for p in {tuple(p) for p in prompt_ids}]
+            batches.append(asdict(BatchCounts.of(distinct, [len(c) for c in out[0]])))
         return out
 
     def clock(key: str, method: str):

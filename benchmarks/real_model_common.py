@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 from hello_agents_rl.errors import ConfigError
@@ -29,3 +31,13 @@ def write_block(doc: Path, block: str, markers: tuple[str, str]) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + new + "\n"
     doc.write_text(text)
+
+
+def write_run_block(doc: str | Path, name: str, body: list[str], started: float,
+                    launcher: str = "OMP_NUM_THREADS=1 .venv/bin/python") -> None:
+    """Write `body` into `doc`'s `name` block under a line with the command this process ran and its wall time."""
+    script = Path(sys.argv[0])
+    command = " ".join([launcher, script.as_posix(), *sys.argv[1:]])
+    head = f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs)."
+    write_block(Path(doc), "\n".join([head, "", *body]),
+                (f"<!-- {name}:begin (benchmarks/{script.name} writes this block) -->", f"<!-- {name}:end -->"))

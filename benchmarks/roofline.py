@@ -144,6 +144,13 @@ class BatchCounts:
     decode_steps: int  # the longest completion: the batch decodes until every row is done
     prompt_length: float  # mean distinct-prompt length
 
+    @classmethod
+    def of(cls, distinct_prompt_lengths: list[int], completion_lengths: list[int]) -> "BatchCounts":
+        """A batch that decodes until its longest completion ends."""
+        prompts = distinct_prompt_lengths
+        return cls(rows=len(completion_lengths), prompt_tokens=sum(prompts), completion_tokens=sum(completion_lengths),
+                   decode_steps=max(completion_lengths, default=0), prompt_length=sum(prompts) / max(len(prompts), 1))
+
     def context(self) -> float:
         return self.prompt_length + self.completion_tokens / max(self.rows, 1) / 2
 
@@ -215,7 +222,8 @@ def machine_line(machine: Machine) -> str:
 
 
 def markdown(rows_by_variant: dict[str, list[dict]], seconds: str = "s/step") -> str:
-    lines = [f"| variant | phase | {seconds} | GFLOP | achieved GFLOP/s | achieved GB/s | bound s | roof | fraction of bound |",
+    lines = [f"| variant | phase | {seconds} | GFLOP | achieved GFLOP/s | achieved GB/s | bound s | roof "
+             "| fraction of bound |",
              "|---|---|---|---|---|---|---|---|---|"]
     for variant, rows in rows_by_variant.items():
         for r in rows:
@@ -228,8 +236,8 @@ def as_dict(machine: Machine) -> dict[str, Any]:
     return asdict(machine)
 
 
-def mean_counts(result: dict) -> BatchCounts:
-    batches = result["batches"]
+def mean_counts(batches: list[dict]) -> BatchCounts:
+    """The mean of several batches' counts (each a dict of BatchCounts' fields)."""
     return BatchCounts(**{k: statistics.fmean(b[k] for b in batches) for k in batches[0]})
 
 
@@ -238,7 +246,7 @@ def by_variant(results: list[dict], workload: str, shape: ModelShape,
     """Each variant's phases against the bound: per run, then the median of each figure over the rounds."""
     out: dict[str, list[dict]] = {}
     for variant in dict.fromkeys(r["variant"] for r in results if r["workload"] == workload and "failed" not in r):
-        runs = [roofline_rows(shape, mean_counts(r), machine, r["split_s_per_step"])
+        runs = [roofline_rows(shape, mean_counts(r["batches"]), machine, r["split_s_per_step"])
                 for r in results if r["workload"] == workload and r["variant"] == variant and "failed" not in r]
         out[variant] = [{**phase, **{k: statistics.median(run[i][k] for run in runs)
                                      for k in phase if k not in ("phase", "roof")}}

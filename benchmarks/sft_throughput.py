@@ -105,11 +105,12 @@ def run_trl(model_path: str, seed: int, out: Path, tuned: bool) -> tuple[list[di
 
 def step_counts(seed: int, tokenizer: Any) -> dict[str, float]:
     """A step's batch as the chat template renders it (means over the run's steps): roofline.BatchCounts' fields."""
+    def tokens(messages: list[dict], **kwargs: Any) -> int:
+        return len(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **kwargs)["input_ids"])
+
     rows = list(_data(seed))
-    prompt = [len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
-              for r in rows]
-    total = [len(tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=True, return_dict=True)["input_ids"])
-             for r in rows]
+    prompt = [tokens(r["prompt"], add_generation_prompt=True) for r in rows]
+    total = [tokens(r["prompt"] + r["completion"]) for r in rows]
     steps, batch = WORKLOAD["steps"], WORKLOAD["batch_size"]
     return {"rows": batch, "prompt_tokens": sum(prompt) / steps, "completion_tokens": (sum(total) - sum(prompt)) / steps,
             "decode_steps": 0, "prompt_length": sum(prompt) / len(prompt)}
@@ -121,8 +122,7 @@ def roofline_lines(results: list[dict], variants: list[str], shape: roofline.Mod
     out = {}
     for variant in variants:
         rows = [r for r in results if r["variant"] == variant]
-        counts = roofline.BatchCounts(**{k: statistics.fmean(r["counts"][k] for r in rows) for k in rows[0]["counts"]})
-        work = roofline.phase_work(shape, counts, machine)["train_fwd_bwd"]
+        work = roofline.phase_work(shape, roofline.mean_counts([r["counts"] for r in rows]), machine)["train_fwd_bwd"]
         out[variant] = [roofline.phase_row("sft step", work, statistics.median(r["s_per_step"] for r in rows))]
     return out
 
@@ -224,15 +224,11 @@ def main() -> None:
     roofs = roofline.markdown(roofline_lines(results, variants, shape, machine))
     print("", summary, "", "Roofline (medians over seeds):", roofline.machine_line(machine), "", roofs, sep="\n")
     if args.doc:
-        from real_model_common import write_block
+        from real_model_common import write_run_block
 
-        command = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
-        block = "\n".join([f"Command: `{command}` (wall {time.time() - started:.0f} s, {os.cpu_count()} CPUs).", "",
-                           "```", summary, "```", "",
-                           "Roofline (benchmarks/roofline.py: the machine measured in this run, one thread):", "",
-                           roofline.machine_line(machine), "", roofs])
-        write_block(Path(args.doc), block, ("<!-- sft-speed:begin (benchmarks/sft_throughput.py writes this block) -->",
-                                            "<!-- sft-speed:end -->"))
+        write_run_block(args.doc, "sft-speed", ["```", summary, "```", "", "Roofline (benchmarks/roofline.py: the "
+                                                "machine measured in this run, one thread):", "",
+                                                roofline.machine_line(machine), "", roofs], started)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,11 @@ def prefill(
 
 def prefill_shared(
     decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, extra: int, reserve: int
-) -> tuple[SharedPromptCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+) -> tuple[SharedPromptCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """As `prefill`, for rows whose groups of `group_size` adjacent rows share one prompt: the prompt's keys stay
     once per group, each row gets `reserve` slots of its own (grown by `grow_own`). With group_size 1 each row is
     its own group (distinct prompts still computed once, then copied). Returns the cache, the hidden state after
-    each row's prompt [B, H], rope tables for all P + extra slots and the key-validity mask."""
+    each row's prompt [B, H] and rope tables for all P + extra slots (every completion slot is a valid key)."""
     batch, length = prompts.shape
     if group_size > 1:
         first = torch.arange(0, batch, group_size, device=prompts.device)
@@ -54,7 +54,7 @@ def prefill_shared(
     rows_per_kv_head = group_size * decoder.num_heads // decoder.num_kv_heads
     bias = prompt_bias(valid[first, :length], decoder.num_kv_heads, rows_per_kv_head, decoder.dtype)
     own = _buffers(decoder, batch // group_size, min(reserve, extra), prompts.device, (group_size,))
-    return SharedPromptCache(prefix, bias, own, group_size), hidden, rope, valid
+    return SharedPromptCache(prefix, bias, own, group_size), hidden, rope
 
 
 def _distinct(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,8 +89,10 @@ def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device,
              inner: tuple[int, ...] = ()) -> KVCache:
     """Empty (keys, values) per layer of [rows, Hkv, *inner, slots, D]."""
     shape = (rows, decoder.num_kv_heads, *inner, slots, decoder.head_dim)
-    return [(torch.empty(shape, dtype=decoder.dtype, device=device), torch.empty(shape, dtype=decoder.dtype, device=device))
-            for _ in decoder.layers]
+    def empty() -> torch.Tensor:
+        return torch.empty(shape, dtype=decoder.dtype, device=device)
+
+    return [(empty(), empty()) for _ in decoder.layers]
 
 
 def grow(cache: KVCache, slots: int) -> KVCache:

@@ -108,7 +108,7 @@ def sample(
         prompt = prompt_ids[source]
         prompts[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
         prompt_mask[row, longest - len(prompt) :] = 1
-    cache, hidden, (cos, sin), _ = prefill_shared(
+    cache, hidden, (cos, sin) = prefill_shared(
         decoder, prompts.to(device), prompt_mask.to(device), group_size, max_new_tokens, reserve=KV_RESERVE
     )
     eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
