@@ -366,6 +366,27 @@ def test_killed_search_resumes_and_retries_the_killed_trial(tmp_path: Path, tiny
     assert json.loads((out / f"trial-{retry.number:04d}" / "results.json").read_text())["num_steps"] == 40
 
 
+def test_two_workers_opening_a_fresh_study_together_both_open_it(tmp_path: Path) -> None:
+    # Optuna creates a new SQLite file's tables unlocked: started together, one worker died on CREATE TABLE
+    out = tmp_path / "search"
+    start = time.time() + 15  # both have imported by then and open the study in the same instant
+    opener = (
+        "import sys, time\n"
+        "from hello_agents_rl.workflows import search\n"
+        "from hello_agents_rl.workflows.actions import parse\n"
+        f"cfg = parse({{'action': 'search', 'output_dir': {str(out)!r}, 'base': {{'dataset': 'arithmetic'}}}})\n"
+        f"time.sleep(max(0.0, {start} - time.time()))\n"
+        "study = search._open_study(cfg, f'sqlite:///{cfg.output_dir}/study.db')\n"
+        "print(study.study_name)\n"
+    )
+    workers = [subprocess.Popen([sys.executable, "-c", opener], env=_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for worker in workers:
+        stdout, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0 and stdout.strip() == "search", stderr[-2000:]
+    assert len(load_study(out).trials) == 0
+
+
 @pytest.mark.slow
 def test_two_workers_share_one_study_without_running_a_trial_twice(tmp_path: Path, tiny_model: str) -> None:
     out = tmp_path / "search"
@@ -380,7 +401,10 @@ def test_two_workers_share_one_study_without_running_a_trial_twice(tmp_path: Pat
     first_log = tmp_path / "first-worker.log"
     with first_log.open("w") as log:
         first = subprocess.Popen(_gated_search_command(config, gate), env=_env(), stdout=subprocess.DEVNULL, stderr=log)
-    _wait_for(lambda: len(_states(out)) >= 4 or first.poll() is not None, 300, "the first worker to queue the trials")
+    # search.json is written once the study is open: reading the storage before that would race its creation
+    _wait_for(lambda: (out / "search.json").is_file() and len(_states(out)) >= 4 or first.poll() is not None, 300,
+              "the first worker to queue the trials")
+    assert first.poll() is None, first_log.read_text()[-3000:]  # else the second would wait 300 s for nobody
     second = subprocess.run(_gated_search_command(config, gate), env=_env(), capture_output=True, text=True, timeout=600)
     assert first.wait(timeout=600) == 0, first_log.read_text()[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]

@@ -8,6 +8,7 @@ and writes the report (table, best config, plots).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from filelock import FileLock
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 from transformers import TrainerCallback
@@ -74,11 +76,16 @@ def _check_claim(out: Path, storage_url: str, study_name: str) -> dict[str, str]
 
 
 def _open_study(cfg: SearchConfig, storage_url: str) -> optuna.Study:
-    engine = {}
+    engine: dict[str, Any] = {}
+    creating = contextlib.nullcontext()
     if storage_url.startswith("sqlite:///"):
         engine = {"connect_args": {"timeout": 60}}  # two workers wait for the lock, not fail
-        Path(storage_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
+        db = Path(storage_url.removeprefix("sqlite:///"))
+        db.parent.mkdir(parents=True, exist_ok=True)
+        # Optuna creates a fresh SQLite file's tables without a lock: two workers started together race on
+        # CREATE TABLE and one dies ("table studies already exists"), so they take turns creating it
+        creating = FileLock(f"{db}.lock", timeout=120)
+    with creating, warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat: experimental since 2.8
         storage = optuna.storages.RDBStorage(
             storage_url,
@@ -87,8 +94,8 @@ def _open_study(cfg: SearchConfig, storage_url: str) -> optuna.Study:
             grace_period=cfg.grace_period,
             heartbeat_stale_trial_callback=_retry(cfg.max_retry),
         )
-    # a first look to mix the trial count into the seed: a rerun or a second worker must not replay the same draws
-    study = optuna.create_study(storage=storage, study_name=cfg.study_name, direction="maximize", load_if_exists=True)
+        # a first look to mix the trial count into the seed: a rerun or a second worker must not replay the same draws
+        study = optuna.create_study(storage=storage, study_name=cfg.study_name, direction="maximize", load_if_exists=True)
     if study.direction != optuna.study.StudyDirection.MAXIMIZE:
         raise ConfigError(f"`study_name`: {cfg.study_name!r} in {storage_url} minimises; use another study_name")
     seed = None if cfg.seed is None else cfg.seed + len(study.trials)
