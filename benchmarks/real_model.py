@@ -121,6 +121,8 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     batches: list[dict] = []
     if variant == "ours_unchunked":  # ours before the chunked loss: the whole batch in one forward+backward
         chunked_loss.LOSS_CHUNK_TOKENS = 10**9
+    elif variant.startswith("ours_chunk"):  # ours_chunk2048: the loss in chunks of that many tokens
+        chunked_loss.LOSS_CHUNK_TOKENS = int(variant.removeprefix("ours_chunk"))
     if variant.startswith("ours") or variant == "vllm":
         base = fast.fast_grpo_trainer_class()
     else:
@@ -243,6 +245,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", default="ours,trl",
                         help="ours, trl, ours_unchunked (ours with the loss in one piece: what chunking buys), "
+                             "ours_chunk<N> (the loss in chunks of N tokens), "
                              "vllm (ours generating with vLLM colocate; GPU with vLLM installed)")
     parser.add_argument("--steps", type=int, default=1, help="optimizer steps per run")
     parser.add_argument("--threads", type=int, default=2)
