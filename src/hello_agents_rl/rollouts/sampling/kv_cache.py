@@ -13,19 +13,18 @@ from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
 
 
 def prefill(
-    decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, extra: int, reserve: int | None = None
+    decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, extra: int
 ) -> tuple[KVCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
     """A KV cache for left-padded prompts [B, P] with room for `extra` more tokens per row; each distinct
     prompt is computed once (a GRPO batch repeats each prompt num_generations times) and copied to its rows.
 
     Returns the cache, the hidden state after the last prompt token [B, H], rope tables for all P + extra
     slots, and the key-validity mask [B, P + extra] (prompt pads False, everything after them True).
-    The cache holds P + `reserve` slots (default all); `grow` adds more.
     """
     batch, length = prompts.shape
     first, inverse = _distinct(prompts, prompt_mask)
     prefix, hidden, rope, valid = _prompt_pass(decoder, prompts, prompt_mask, first, extra)
-    cache = _buffers(decoder, batch, length + (extra if reserve is None else min(reserve, extra)), prompts.device)
+    cache = _buffers(decoder, batch, length + extra, prompts.device)
     for (keys, values), (prefix_keys, prefix_values) in zip(cache, prefix):
         keys[:, :, :length] = prefix_keys[inverse]
         values[:, :, :length] = prefix_values[inverse]
@@ -95,16 +94,13 @@ def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device,
     return [(empty(), empty()) for _ in decoder.layers]
 
 
-def grow(cache: KVCache, slots: int) -> KVCache:
-    """The same cache with room for `slots` tokens (amortised doubling, like a dynamic cache, not a static one)."""
-    def grown(t: torch.Tensor) -> torch.Tensor:  # [..., slots, D]
+def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
+    """The same shared cache with room for `slots` completion tokens per row (amortised doubling, like a dynamic
+    cache, not a static one)."""
+    def grown(t: torch.Tensor) -> torch.Tensor:  # [G, Hkv, n, slots, D]
         more = t.new_empty(*t.shape[:-2], slots - t.shape[-2], t.shape[-1])
         return torch.cat([t, more], dim=-2)
 
-    return [(grown(k), grown(v)) for k, v in cache]
-
-
-def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
-    """The same shared cache with room for `slots` completion tokens per row."""
-    return SharedPromptCache(cache.prefix, cache.prefix_bias, grow(cache.own, slots), cache.group_size)
+    own = [(grown(k), grown(v)) for k, v in cache.own]
+    return SharedPromptCache(cache.prefix, cache.prefix_bias, own, cache.group_size)
 

@@ -130,8 +130,9 @@ def sample(
         done = done | torch.isin(token, eos)
         if step + 1 == max_new_tokens or bool(done.all()):
             break
-        if step >= cache.own[0][0].shape[-2]:
-            cache = grow_own(cache, min(max_new_tokens, 2 * cache.own[0][0].shape[-2]))
+        slots = cache.own[0][0].shape[-2]
+        if step >= slots:
+            cache = grow_own(cache, min(max_new_tokens, 2 * slots))
         slot = longest + step
         rope = (cos[:, slot : slot + 1], sin[:, slot : slot + 1])
         hidden = decoder.decode(token[:, None], rope, cache, step)[:, -1]
