@@ -26,6 +26,9 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as the trainer runs it
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
