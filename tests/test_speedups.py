@@ -3,8 +3,7 @@
 packed_weights: the same decoder outputs and greedy tokens as F.linear; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
-values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's;
-score_head_tokens: the full log-softmax's log-probs, 0 at padding.
+values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
 """
 
 from __future__ import annotations
@@ -241,32 +240,6 @@ def test_malloc_reuse_stops_the_page_faults_of_freed_blocks() -> None:
             break
     assert off >= refaulting, f"glibc's default unmaps and refaults the blocks every step: {on=} {off=}"
     assert on < STEP_PAGES, f"kept memory: at most a one-off fault, less than one step's pages in 30 steps: {on=}"
-
-
-# --- score_head_tokens ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("temperature", [1.0, TEMPERATURE])
-def test_score_head_tokens_gives_the_full_log_softmax(tiny_model: str, temperature: float,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scored tokens only, a few at a time: every row's log-probs as the full log-softmax gives them, 0 at padding,
-    with the policy's LoRA and with the adapter off (the reference); the switch brings back the old head."""
-    from hello_agents_rl.rollouts.sampling import scorer
-
-    for model in _models(tiny_model, dropout=0.0):
-        model.eval()
-        ids, mask, keep = _batch(model.config.vocab_size)
-        decoder = FastDecoder(model)
-        with torch.no_grad():
-            monkeypatch.setenv(speedups.OFF_SWITCH, "score_head_tokens")
-            full = scorer.score(decoder, ids, mask, keep, temperature)
-            monkeypatch.delenv(speedups.OFF_SWITCH)
-            monkeypatch.setattr(scorer, "TOKEN_CHUNK_BYTES", 5 * 4 * model.config.vocab_size)  # 5 tokens a chunk
-            chunked = scorer.score(decoder, ids, mask, keep, temperature)
-        completion_mask = mask[:, -keep:].bool()
-        assert (~completion_mask).any() and (full[~completion_mask] == 0).all(), "padding in the batch, scored 0"
-        torch.testing.assert_close(chunked, full, atol=2e-5, rtol=0)
-        assert torch.equal(chunked[~completion_mask], full[~completion_mask])
 
 
 # --- the kept-probabilities LM head --------------------------------------------------------------------------

@@ -24,9 +24,6 @@ OPTIMISATIONS = {
     "shared_prompt_kv": "the sampler's decode steps read each prompt's keys and values once for its group "
                         "(num_generations rows) instead of from a copy in every row: one matrix product of the "
                         "group's queries, the same attention up to float rounding",
-    "score_head_tokens": "the reference's (and any dropout-free scoring's) LM head over the scored tokens only, 256 "
-                         "at a time, each label's logit minus the log-sum-exp, instead of every position's logits "
-                         "and a full log-softmax: the same log-probs up to float rounding",
     "functional_forward": "the LoRA training forward as one function of the policy's tensors (CPU, float32): "
                           "fused frozen q/k/v and gate/up products, each LoRA branch added by one addmm with its "
                           "scale folded in, and an LM head that keeps the probabilities for its backward",
