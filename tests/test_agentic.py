@@ -518,7 +518,7 @@ def test_tiny_tool_model_from_the_cli(tmp_path: Path) -> None:
 def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None:
     import json
 
-    from hello_agents_rl.workflows.demo_tools import write_report
+    from hello_agents_rl.workflows.demo_tools import eval_details, write_report
 
     metrics = dict(failed_call_rate=0.0, mean_calls=0.0, turns_exhausted_rate=0.0, num_questions=1)
     results = {"seed": 0, "sft": {**metrics, "accuracy": 0.0, "tool_call_rate": 0.0},
@@ -528,7 +528,7 @@ def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None
                                      ("grpo", True, RIGHT)):
         (tmp_path / key).mkdir()
         (tmp_path / key / "eval_details.jsonl").write_text(json.dumps({**row, "correct": correct, "transcript": transcript}))
-    report = write_report(tmp_path, results).read_text()
+    report = write_report(tmp_path, results, eval_details(tmp_path)).read_text()
     assert "| SFT | 0.0% | 0.0% |" in report and "| GRPO | 100.0% | 100.0% |" in report
     assert "call calculator({'expression': '347 * 56'})" in report and "- tool: 19432" in report
 

@@ -176,10 +176,9 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_report(out: Path, results: dict[str, Any],
-                 details: dict[str, list[dict[str, Any]]] | None = None) -> Path:
-    """report.md: accuracy and the tool metrics before/after, and one question both ways (`details`, as
-    eval_details returns them; read from eval_details.jsonl when not given)."""
+def write_report(out: Path, results: dict[str, Any], details: dict[str, list[dict[str, Any]]]) -> Path:
+    """report.md: accuracy and the tool metrics before/after, and one question both ways (`details`: what
+    eval_details read from eval_details.jsonl)."""
     lines = ["# Tool demo: GRPO learns to call the calculator", "",
              f"Held-out, greedy, {results['grpo']['num_questions']} questions, calculator available (seed {results['seed']}).",
              "", "| model | accuracy | tool-call rate | failed calls | calls/question | out of turns |",
@@ -188,7 +187,6 @@ def write_report(out: Path, results: dict[str, Any],
         r = results[key]
         lines.append(f"| {name} | {r['accuracy']:.1%} | {r['tool_call_rate']:.1%} | {r['failed_call_rate']:.1%} | "
                      f"{r['mean_calls']:.2f} | {r['turns_exhausted_rate']:.1%} |")
-    details = eval_details(out) if details is None else details
     pairs = [(s, g) for s, g in zip(details["sft"], details["grpo"]) if g["correct"] and not s["correct"]]
     if pairs:
         sft, grpo = pairs[0]
