@@ -99,18 +99,23 @@ def _best_seconds(fn: Any, min_time: float = 0.25, repeats: int = 5) -> float:
 
 def gemm_rate(rows: int, shapes: list[tuple[int, int]], threads: int) -> float:
     """GFLOP/s of x [rows, in] @ W^T (nn.Linear's layout), summed over `shapes`, each weight hot in cache: the
-    faster of F.linear and MKL's GEMM on a weight packed once (the roof is the machine's, not one call's)."""
+    fastest of F.linear, MKL's GEMM and oneDNN's on a weight packed once for each (the roof is the machine's, not
+    one kernel's: MKL is the faster on Intel, oneDNN elsewhere)."""
     import torch
     import torch.nn.functional as F
 
+    from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight
+
     torch.set_num_threads(threads)
+    kernels = [kernel for kernel, there in (("mkl", torch._C.has_mkl), ("onednn", torch.backends.mkldnn.is_available()))
+               if there]
     flops = seconds = 0.0
     for k, n in shapes:
         x, w = torch.randn(rows, k), torch.randn(n, k)
         best = _best_seconds(lambda: F.linear(x, w))
-        if torch._C.has_mkl:
-            packed = torch.ops.mkl._mkl_reorder_linear_weight(w, rows)
-            best = min(best, _best_seconds(lambda: torch.ops.mkl._mkl_linear(x, packed, w, None, rows)))
+        for kernel in kernels:
+            packed = PackedWeight(w, rows, kernel)
+            best = min(best, _best_seconds(lambda: packed(x)))
         seconds += best
         flops += 2.0 * rows * k * n
     return flops / seconds / 1e9

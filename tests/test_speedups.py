@@ -1,6 +1,7 @@
 """Each optimisation of hello_agents_rl/speedups.py keeps the semantics it claims, and its switch turns it off.
 
-packed_weights: the same decoder outputs and greedy tokens as F.linear; inverse_cdf: the categorical distribution
+packed_weights: the same decoder outputs and greedy tokens as F.linear; onednn_gemm: the kernel follows the CPU's
+vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
 values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from hello_agents_rl import speedups
-from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, sample
+from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_gemm, sample
 from hello_agents_rl.rollouts.sampling.kv_cache import prefill_shared
 from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
@@ -85,12 +86,25 @@ def test_switches_turn_off_by_name_and_refuse_typos(monkeypatch: pytest.MonkeyPa
 # --- packed_weights ------------------------------------------------------------------------------------------
 
 
-def test_packed_weights_give_the_unpacked_products(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not torch._C.has_mkl:
-        pytest.skip("this torch build has no MKL: nothing is packed")
+KERNELS = {"GenuineIntel": "mkl", "AuthenticAMD": "onednn"}  # the vendor each kernel is chosen on
+
+
+def _on_vendor(monkeypatch: pytest.MonkeyPatch, vendor: str) -> None:
+    """Act as if on `vendor`'s CPU (skips where this torch build lacks the kernel chosen there)."""
+    kernel = KERNELS[vendor]
+    if not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
+        pytest.skip(f"this torch build has no {kernel}")
+    monkeypatch.setattr(frozen_gemm, "cpu_vendor", lambda: vendor)
+
+
+@pytest.mark.parametrize("vendor", KERNELS)
+def test_packed_weights_give_the_unpacked_products(tiny_model: str, monkeypatch: pytest.MonkeyPatch,
+                                                   vendor: str) -> None:
+    _on_vendor(monkeypatch, vendor)
     model = _models(tiny_model, dropout=0.0)[0].eval()
     packed, plain = FastDecoder(model, pack_rows=6), FastDecoder(model)
-    assert all(p.packed is not None for p in packed._projections()), "every projection packed"
+    assert all(p.packed is not None and p.packed.kernel == KERNELS[vendor] for p in packed._projections()), \
+        "every projection packed for the vendor's kernel"
     assert all(p.packed is None for p in plain._projections())
     ids, mask, keep = _batch(model.config.vocab_size)
     prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
@@ -104,6 +118,52 @@ def test_packed_weights_give_the_unpacked_products(tiny_model: str, monkeypatch:
     assert greedy[0] == greedy[1] and a == b, "the same tokens, greedy and sampled"
     monkeypatch.setenv(speedups.OFF_SWITCH, "packed_weights")
     assert all(p.packed is None for p in FastDecoder(model, pack_rows=6)._projections())
+
+
+# --- onednn_gemm ---------------------------------------------------------------------------------------------
+
+
+def test_the_frozen_kernel_follows_the_cpu_vendor_and_the_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (torch._C.has_mkl and torch.backends.mkldnn.is_available()):
+        pytest.skip("this torch build lacks MKL or oneDNN")
+    choose = frozen_gemm.choose_kernel
+    assert choose("GenuineIntel", 16) == "mkl" and choose("GenuineIntel", 4096) is None  # F.linear packs itself
+    assert choose("AuthenticAMD", 16) == choose("AuthenticAMD", 4096) == "onednn"
+    assert choose("", 16) == "mkl", "an unknown vendor keeps MKL"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "onednn_gemm")
+    assert choose("AuthenticAMD", 16) == "mkl" and choose("AuthenticAMD", 4096) is None
+    monkeypatch.setenv(speedups.OFF_SWITCH, "packed_weights")
+    assert choose("GenuineIntel", 16) is None and choose("AuthenticAMD", 16) is None, "nothing packed"
+
+
+@pytest.mark.parametrize("kernel", ["mkl", "onednn"])
+def test_a_packed_weight_gives_f_linears_products(kernel: str) -> None:
+    if not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
+        pytest.skip(f"this torch build has no {kernel}")
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(48, 40, generator=g), torch.randn(48, generator=g)
+    packed = frozen_gemm.PackedWeight(w, 16, kernel)
+    for x in (torch.randn(16, 40, generator=g), torch.randn(3, 7, 40, generator=g), torch.randn(40, 5, generator=g).t()):
+        torch.testing.assert_close(packed(x, b), torch.nn.functional.linear(x, w, b), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(packed(x), x @ w.t(), atol=1e-5, rtol=1e-5)
+
+
+def test_frozen_linear_gives_f_linears_output_and_input_gradient() -> None:
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no oneDNN")
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(48, 40, generator=g), torch.randn(48, generator=g)
+    x, upstream = torch.randn(3, 7, 40, generator=g), torch.randn(3, 7, 48, generator=g)
+    frozen = frozen_gemm.FrozenLinear(w, b, 21)
+    grads = []
+    for product in (frozen, lambda t: torch.nn.functional.linear(t, w, b)):
+        leaf = x.clone().requires_grad_()
+        y = product(leaf)
+        (y * upstream).sum().backward()
+        grads.append((y.detach(), leaf.grad))
+    torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grads[0][1], grads[1][1], atol=1e-5, rtol=1e-5)
+    assert frozen_gemm.FrozenLinear.for_training(w.requires_grad_(), b, 21) is None, "a trainable weight: F.linear"
 
 
 # --- shared_prompt_kv ----------------------------------------------------------------------------------------
@@ -290,15 +350,20 @@ def _logps_and_grads(model, forward, ids, mask, keep) -> tuple:
     return logps.detach() * loss_mask, entropy.detach() * loss_mask, grads
 
 
+@pytest.mark.parametrize("vendor", KERNELS)
 @pytest.mark.parametrize("targets", ["all-linear", ["q_proj", "v_proj", "up_proj"]])
-def test_functional_forward_equals_the_module_path(tiny_model: str, targets) -> None:
+def test_functional_forward_equals_the_module_path(tiny_model: str, targets, vendor: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Qwen3 (q/k norms), Llama, Qwen2 (biases): values, entropies and every LoRA gradient, dropout live; LoRA on
-    every linear layer, or on some parts of the fused projections only (PEFT's defaults adapt q and v)."""
+    every linear layer, or on some parts of the fused projections only (PEFT's defaults adapt q and v); the frozen
+    products on F.linear (Intel) and on oneDNN's packed kernel (other vendors)."""
+    _on_vendor(monkeypatch, vendor)
     adapted = 7 if targets == "all-linear" else len(targets)
     for model in _models(tiny_model, targets=targets):
         model.train()
         ids, mask, keep = _batch(model.config.vocab_size)
         view = LoraTrainView(model)
+        assert (view.layers[0].qkv.frozen is not None) == (KERNELS[vendor] == "onednn")
         module = _logps_and_grads(model, lambda *a: shared_prefix_logps(model, *a, compute_entropy=True), ids, mask, keep)
         functional = _logps_and_grads(model, lambda *a: view.logps(*a, TEMPERATURE, True), ids, mask, keep)
         torch.testing.assert_close(functional[0], module[0], atol=1e-5, rtol=0)

@@ -15,6 +15,10 @@ OFF_SWITCH = "HELLO_AGENTS_FAST_OFF"
 OPTIMISATIONS = {
     "packed_weights": "the sampler's fp32 matmuls on weights packed once per rollout for MKL's GEMM (CPU): the "
                       "same products up to float rounding, without re-packing every weight on every call",
+    "onednn_gemm": "on CPUs other than Intel's (where MKL does not run its AVX-512 code), frozen fp32 weights "
+                   "packed once for oneDNN's kernel instead: the sampler's and the reference's products, and the "
+                   "training forward's frozen base with its input gradient (the same products up to float "
+                   "rounding); off, MKL as on Intel",
     "inverse_cdf": "a sampled token from one uniform draw per row against the float64 cumulative distribution, "
                    "instead of torch.multinomial's exponential draw for every vocabulary entry",
     "vocab_tile": "the training forward's fused LM head scores the vocabulary in tiles of 2,048 on CPU instead of "

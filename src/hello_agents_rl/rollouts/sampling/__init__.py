@@ -12,8 +12,9 @@ completions without gradients.
 
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder, Unsupported, fast_decoder_or_reason
 from hello_agents_rl.rollouts.sampling.sampler import sample
+from hello_agents_rl.rollouts.sampling.scorer import PACK_ROWS as SCORE_PACK_ROWS
 from hello_agents_rl.rollouts.sampling.scorer import no_active_dropout, score
 from hello_agents_rl.rollouts.sampling.settings import sampler_settings
 
-__all__ = ["FastDecoder", "Unsupported", "fast_decoder_or_reason", "no_active_dropout", "sample", "sampler_settings",
+__all__ = ["SCORE_PACK_ROWS", "FastDecoder", "Unsupported", "fast_decoder_or_reason", "no_active_dropout", "sample", "sampler_settings",
            "score"]

@@ -12,8 +12,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling.attention import SharedPromptCache, grouped_attention
+from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight, pack
 
 # Llama-family decoders this view reproduces exactly: pre-norm, RMSNorm, RoPE, GQA, SwiGLU MLP.
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
@@ -23,12 +23,6 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 FUSE_LIMIT_BYTES = 512 * 2**20
 # a layer's attention: (layer index, q [B, Hq, S, D], k and v [B, Hkv, S, D]) -> [B, Hq, S, D]
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def can_pack(weight: torch.Tensor) -> bool:
-    """Whether MKL's packed GEMM can hold this weight (fp32 on a CPU build with MKL) and the switch allows it."""
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
-            and torch._C.has_mkl and speedups.on("packed_weights"))
 
 
 class Unsupported(Exception):
@@ -60,12 +54,11 @@ class LinearView:
     bias: torch.Tensor | None
     loras: list[tuple[torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
     dropouts: list[Any] = field(default_factory=list)  # each LoRA's dropout module (the training forward's)
-    packed: torch.Tensor | None = None  # the weight in MKL's packed layout (an owned copy, see pack())
-    pack_rows: int = 0  # the row count it was packed for
+    packed: PackedWeight | None = None  # the weight packed for this CPU's kernel (an owned copy, see pack())
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and not torch.is_grad_enabled():
-            y = torch.ops.mkl._mkl_linear(x, self.packed, self.weight, self.bias, self.pack_rows)
+            y = self.packed(x, self.bias)
         else:
             y = F.linear(x, self.weight, self.bias)
         for a, b, scale in self.loras:  # PEFT may keep adapters in float32 under a bf16 base: cast like it does
@@ -73,13 +66,11 @@ class LinearView:
         return y
 
     def pack(self, rows: int) -> None:
-        """Pack the weight once for MKL's GEMM at `rows` rows per call (a hint: other row counts give the same
-        products, a little slower): F.linear re-packs it on every call, which at a decode step's few rows costs
-        about as much as the product (the same results; a copy of the weight)."""
-        if not self.loras and can_pack(self.weight):
-            with torch.no_grad():
-                self.packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.detach(), rows)
-            self.pack_rows = rows
+        """Pack the weight once for this CPU's fastest kernel at `rows` rows per call (frozen_gemm.py): F.linear
+        re-packs it for MKL on every call, which at a decode step's few rows costs about as much as the product
+        (the same results up to float rounding; a copy of the weight)."""
+        if not self.loras:
+            self.packed = pack(self.weight, rows)
 
     def merged_weight(self) -> torch.Tensor:
         weight = self.weight
@@ -163,7 +154,8 @@ class FastDecoder:
 
     def __init__(self, model: Any, fuse: bool | None = None, pack_rows: int | None = None) -> None:
         """fuse: merged and fused weight copies (default: below FUSE_LIMIT_BYTES); pack_rows: with fused copies,
-        also pack them for MKL's GEMM at that many rows per call (decode steps; scoring's long rows gain little)."""
+        also pack them for this CPU's kernel at that many rows per call (frozen_gemm.choose_kernel: MKL's packing
+        only at a decode step's few rows, oneDNN's at any)."""
         base = base_model(model)
         config = base.config
         blocker = architecture_blocker(config)

@@ -13,6 +13,7 @@ from hello_agents_rl.rollouts.sampling.decoder import FastDecoder, base_model
 from hello_agents_rl.rollouts.sampling.kv_cache import prefill
 
 LOGITS_CHUNK_BYTES = 64 * 2**20  # scoring materialises logits for this many bytes of rows at a time
+PACK_ROWS = 1024  # a scoring forward's rows (tokens) per product, the hint its decoder's weights are packed for
 
 
 @torch.no_grad()

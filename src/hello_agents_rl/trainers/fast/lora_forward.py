@@ -26,8 +26,11 @@ import torch.nn.functional as F
 
 from hello_agents_rl.rollouts.sampling.decoder import (FastDecoder, LinearView, Unsupported, apply_rope, base_model,
                                                       fused_bias, rms_norm)
+from hello_agents_rl.rollouts.sampling.frozen_gemm import FrozenLinear
 from hello_agents_rl.trainers.fast import lm_head
 from hello_agents_rl.trainers.fast.dropout import FastDropout
+
+TRAIN_ROWS = 512  # a training pass's rows (tokens) per product: the hint frozen weights are packed for
 
 
 @dataclass
@@ -47,6 +50,7 @@ class _Projection:
     bias: torch.Tensor | None
     branches: list[_Branch | None]  # per part
     widths: list[int]  # each part's output features
+    frozen: FrozenLinear | None = None  # the frozen product on this CPU's packed kernel, where it has one
 
     @classmethod
     def of(cls, parts: list[LinearView]) -> "_Projection":
@@ -60,10 +64,11 @@ class _Projection:
             bias = parts[0].bias if len(parts) == 1 else fused_bias(parts)
         branches = [_Branch(p.loras[0][0], p.loras[0][1], p.loras[0][2], p.dropouts[0]) if p.loras else None
                     for p in parts]
-        return cls(weight, bias, branches, [p.weight.shape[0] for p in parts])
+        return cls(weight, bias, branches, [p.weight.shape[0] for p in parts],
+                   FrozenLinear.for_training(weight, bias, TRAIN_ROWS))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x, self.weight, self.bias)
+        y = F.linear(x, self.weight, self.bias) if self.frozen is None else self.frozen(x)
         live = [branch for branch in self.branches if branch is not None]
         if not live:
             return y

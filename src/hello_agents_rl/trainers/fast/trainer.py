@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from hello_agents_rl import speedups
-from hello_agents_rl.rollouts.sampling import (Unsupported, fast_decoder_or_reason, no_active_dropout, sample,
-                                              sampler_settings, score)
+from hello_agents_rl.rollouts.sampling import (SCORE_PACK_ROWS, Unsupported, fast_decoder_or_reason, no_active_dropout,
+                                              sample, sampler_settings, score)
 from hello_agents_rl.trainers.fast import chunked_loss
 from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
 from hello_agents_rl.trainers.fast.buckets import length_buckets
@@ -100,7 +100,8 @@ def fast_grpo_trainer_class() -> type:
                 )
             decoder = None
             if not torch.is_grad_enabled() and not compute_entropy and no_active_dropout(unwrapped):
-                decoder, _ = fast_decoder_or_reason(unwrapped)  # the reference (adapter off), eval forwards
+                # the reference (adapter off), eval forwards
+                decoder, _ = fast_decoder_or_reason(unwrapped, pack_rows=SCORE_PACK_ROWS)
             batch_size = batch_size or input_ids.size(0)
             prompt_len = input_ids.size(1) - logits_to_keep
             lengths = attention_mask[:, prompt_len:].sum(dim=1).tolist()
