@@ -21,18 +21,6 @@ import roofline  # noqa: E402
 from real_model_common import smollm2_gguf, write_run_block  # noqa: E402
 
 ROWS = (16, 608)
-KERNELS = ("F.linear", "mkl", "onednn")
-
-
-def product(kernel: str, w, rows: int):
-    """x -> x W^T on `kernel`."""
-    import torch.nn.functional as F
-
-    from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight
-
-    if kernel == "F.linear":
-        return lambda x: F.linear(x, w)
-    return PackedWeight(w, rows, kernel)
 
 
 def main() -> None:
@@ -49,21 +37,22 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     shape = roofline.ModelShape.from_config(resolve_model_source(smollm2_gguf()))
     shapes = shape.projections() + [(shape.hidden, roofline.HEAD_TILE)]
+    kernels = list(roofline.products(torch.zeros(1, 1), 1))
     lines = [f"CPU vendor {cpu_vendor() or 'unknown'}, {args.threads} threads; GFLOP/s, weight hot in cache", "",
-             f"{'rows':>5} {'in x out':>11} " + " ".join(f"{k:>9}" for k in KERNELS)]
+             f"{'rows':>5} {'in x out':>11} " + " ".join(f"{k:>9}" for k in kernels)]
     for rows in ROWS:
         for k, n in shapes:
             x, w = torch.randn(rows, k), torch.randn(n, k) * 0.05
-            rates = [2.0 * rows * k * n / roofline._best_seconds(lambda f=product(kernel, w, rows): f(x)) / 1e9
-                     for kernel in KERNELS]
+            rates = [2.0 * rows * k * n / roofline._best_seconds(lambda f=f: f(x)) / 1e9
+                     for f in roofline.products(w, rows).values()]
             lines.append(f"{rows:>5} {f'{k}x{n}':>11} " + " ".join(f"{r:>9.0f}" for r in rates))
     rows = ROWS[0]
     weights = [torch.randn(n, k) * 0.05 for _ in range(shape.layers) for k, n in shape.projections()]
     inputs = {k: torch.randn(rows, k) for k, _ in shape.projections()}
     size = sum(w.numel() * 4 for w in weights)
     streamed = []
-    for kernel in KERNELS:
-        calls = [(product(kernel, w, rows), inputs[w.shape[1]]) for w in weights]
+    for kernel in kernels:
+        calls = [(roofline.products(w, rows)[kernel], inputs[w.shape[1]]) for w in weights]
         seconds = roofline._best_seconds(lambda: [f(x) for f, x in calls], min_time=1.0)
         streamed.append(f"{kernel} {size / seconds / 1e9:.1f}")
         del calls

@@ -97,26 +97,32 @@ def _best_seconds(fn: Any, min_time: float = 0.25, repeats: int = 5) -> float:
     return best
 
 
-def gemm_rate(rows: int, shapes: list[tuple[int, int]], threads: int) -> float:
-    """GFLOP/s of x [rows, in] @ W^T (nn.Linear's layout), summed over `shapes`, each weight hot in cache: the
-    fastest of F.linear, MKL's GEMM and oneDNN's on a weight packed once for each (the roof is the machine's, not
-    one kernel's: MKL is the faster on Intel, oneDNN elsewhere)."""
+def products(w: Any, rows: int) -> dict[str, Any]:
+    """x -> x W^T on every fp32 kernel this torch build offers: F.linear (the weight re-packed on every call), and
+    MKL's and oneDNN's GEMM on the weight packed once for each."""
     import torch
     import torch.nn.functional as F
 
     from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight
 
+    out = {"F.linear": lambda x: F.linear(x, w)}
+    for kernel, there in (("mkl", torch._C.has_mkl), ("onednn", torch.backends.mkldnn.is_available())):
+        if there:
+            out[kernel] = PackedWeight(w, rows, kernel)
+    return out
+
+
+def gemm_rate(rows: int, shapes: list[tuple[int, int]], threads: int) -> float:
+    """GFLOP/s of x [rows, in] @ W^T (nn.Linear's layout), summed over `shapes`, each weight hot in cache: the
+    fastest of `products` (the roof is the machine's, not one kernel's: MKL is the faster on Intel, oneDNN
+    elsewhere)."""
+    import torch
+
     torch.set_num_threads(threads)
-    kernels = [kernel for kernel, there in (("mkl", torch._C.has_mkl), ("onednn", torch.backends.mkldnn.is_available()))
-               if there]
     flops = seconds = 0.0
     for k, n in shapes:
         x, w = torch.randn(rows, k), torch.randn(n, k)
-        best = _best_seconds(lambda: F.linear(x, w))
-        for kernel in kernels:
-            packed = PackedWeight(w, rows, kernel)
-            best = min(best, _best_seconds(lambda: packed(x)))
-        seconds += best
+        seconds += min(_best_seconds(lambda f=f: f(x)) for f in products(w, rows).values())
         flops += 2.0 * rows * k * n
     return flops / seconds / 1e9
 

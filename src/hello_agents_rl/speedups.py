@@ -13,8 +13,9 @@ import os
 OFF_SWITCH = "HELLO_AGENTS_FAST_OFF"
 
 OPTIMISATIONS = {
-    "packed_weights": "the sampler's fp32 matmuls on weights packed once per rollout for MKL's GEMM (CPU): the "
-                      "same products up to float rounding, without re-packing every weight on every call",
+    "packed_weights": "the sampler's fp32 matmuls on weights packed once per rollout for the CPU's GEMM (MKL's on "
+                      "Intel, oneDNN's elsewhere: onednn_gemm): the same products up to float rounding, without "
+                      "re-packing every weight on every call",
     "onednn_gemm": "on CPUs other than Intel's (where MKL does not run its AVX-512 code), frozen fp32 weights "
                    "packed once for oneDNN's kernel instead: the sampler's and the reference's products, and the "
                    "training forward's frozen base with its input gradient (the same products up to float "

@@ -16,5 +16,5 @@ from hello_agents_rl.rollouts.sampling.scorer import PACK_ROWS as SCORE_PACK_ROW
 from hello_agents_rl.rollouts.sampling.scorer import no_active_dropout, score
 from hello_agents_rl.rollouts.sampling.settings import sampler_settings
 
-__all__ = ["SCORE_PACK_ROWS", "FastDecoder", "Unsupported", "fast_decoder_or_reason", "no_active_dropout", "sample", "sampler_settings",
-           "score"]
+__all__ = ["SCORE_PACK_ROWS", "FastDecoder", "Unsupported", "fast_decoder_or_reason", "no_active_dropout", "sample",
+           "sampler_settings", "score"]

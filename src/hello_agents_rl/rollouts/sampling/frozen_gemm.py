@@ -95,7 +95,8 @@ class FrozenLinear:
     oneDNN's packed kernel (built only where choose_kernel picks it; MKL's packing buys nothing at these rows)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> None:
-        self.forward, self.backward = PackedWeight(weight, rows, "onednn"), PackedWeight(weight.t().contiguous(), rows, "onednn")
+        self.forward = PackedWeight(weight, rows, "onednn")
+        self.backward = PackedWeight(weight.t().contiguous(), rows, "onednn")
         self.bias = bias
 
     @classmethod
