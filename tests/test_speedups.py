@@ -242,6 +242,34 @@ def test_inverse_cdf_is_seeded_and_switchable(monkeypatch: pytest.MonkeyPatch) -
     assert torch.equal(draw(probs, torch.Generator().manual_seed(5)), expected), "off: torch.multinomial's draws"
 
 
+# --- integer_dropout_mask ------------------------------------------------------------------------------------
+
+
+def test_integer_dropout_mask_is_the_boolean_mask_and_gives_the_same_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hello_agents_rl.trainers.fast.dropout import FastDropout
+
+    dropout = FastDropout(0.05).train()
+    x = torch.randn(3, 500, 96, requires_grad=True)
+    torch.manual_seed(7)
+    mask = dropout.keep_mask(x)
+    monkeypatch.setenv(speedups.OFF_SWITCH, "integer_dropout_mask")
+    torch.manual_seed(7)
+    boolean = dropout.keep_mask(x)
+    assert mask.dtype == torch.int16 and boolean.dtype == torch.bool, "the switch picks the mask's type"
+    assert torch.equal(mask.bool(), boolean) and set(mask.unique().tolist()) == {0, 1}, "the same mask, as 0/1"
+    grads = []
+    for m in (mask, boolean):
+        x.grad = None
+        y = x * m
+        (y * torch.arange(y.numel()).view(y.shape)).sum().backward()
+        grads.append((y.detach(), x.grad.clone()))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1]), "same values and grads"
+    monkeypatch.delenv(speedups.OFF_SWITCH)
+    torch.manual_seed(7)
+    y = dropout(x)  # the module path multiplies by the integer mask too: dropped is 0, kept is x / (1 - p)
+    assert torch.equal(y == 0, ~boolean) and torch.allclose(y[boolean], x[boolean] * dropout.scale)
+
+
 # --- vocab_tile ----------------------------------------------------------------------------------------------
 
 
@@ -270,9 +298,10 @@ _FAULTS = textwrap.dedent("""
     from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
     if sys.argv[1] == "on":
         assert keep_freed_memory() is None
-    def step():  # a step's activations: 16 blocks of 4 MB live at once, written, then all freed
-        blocks = [torch.empty(2**20).fill_(1.0) for _ in range(16)]
-        del blocks
+    blocks, floats = (int(a) for a in sys.argv[2:4])
+    def step():  # a step's activations: blocks of floats (16 of 4 MB) live at once, written, then all freed
+        blocks_ = [torch.empty(floats).fill_(1.0) for _ in range(blocks)]
+        del blocks_
     step()
     step()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -283,9 +312,19 @@ _FAULTS = textwrap.dedent("""
 STEP_PAGES = 16 * 2**22 // 4096  # the 4 KiB pages one step writes
 
 
-def _faults(mode: str) -> int:
-    return int(subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True,
-                              check=True).stdout)
+def _faults(mode: str, blocks: int = 16, floats: int = 2**20) -> int:
+    return int(subprocess.run([sys.executable, "-c", _FAULTS, mode, str(blocks), str(floats)], capture_output=True,
+                              text=True, check=True).stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_malloc_no_mmap_reuses_blocks_above_the_mmap_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    big = 2 * 48 * 2**20 // 4096  # the pages of one step of two 48 MiB blocks (above glibc's 32 MiB ceiling)
+    on = _faults("on", blocks=2, floats=12 * 2**20)
+    monkeypatch.setenv(speedups.OFF_SWITCH, "malloc_no_mmap")
+    off = _faults("on", blocks=2, floats=12 * 2**20)
+    assert off >= 15 * big, f"without it, every block above 32 MiB is mapped and faulted afresh: {off=}"
+    assert on < big, f"from the heap: at most a one-off fault, less than one step's pages in 30 steps: {on=}"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
@@ -305,9 +344,14 @@ def test_malloc_reuse_stops_the_page_faults_of_freed_blocks() -> None:
 # --- the kept-probabilities LM head --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("off", ["", "lm_head_row_tiles"])
 @pytest.mark.parametrize("with_entropy", [False, True])
-def test_lm_head_equals_trls_fused_head(with_entropy: bool) -> None:
+def test_lm_head_equals_trls_fused_head(with_entropy: bool, off: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """37 rows: a whole tile of lm_head.ROW_TILE and a part of one, in the row-tiled softmax."""
     from trl.kernels import ChunkedLogProbFunction
+
+    assert lm_head.ROW_TILE < 37 < 2 * lm_head.ROW_TILE
+    monkeypatch.setenv(speedups.OFF_SWITCH, off)
 
     g = torch.Generator().manual_seed(0)
     hidden, weight = torch.randn(37, 24, generator=g), torch.randn(3000, 24, generator=g) * 0.3

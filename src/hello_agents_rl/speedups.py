@@ -26,9 +26,19 @@ OPTIMISATIONS = {
                   "TRL's 32,768 (a tile that stays in cache; the same log-probs up to float rounding)",
     "malloc_reuse": "glibc keeps freed blocks up to 32 MiB for reuse instead of unmapping them (CPU): fewer page "
                     "faults and zero-filled pages for a step's activations",
+    "malloc_no_mmap": "with malloc_reuse, glibc serves blocks above 32 MiB from its heap too (mmap off), so that "
+                      "the training LM head's [tokens, vocab] buffers are reused instead of mapped and page-faulted "
+                      "afresh on every call",
     "shared_prompt_kv": "the sampler's decode steps read each prompt's keys and values once for its group "
                         "(num_generations rows) instead of from a copy in every row: one matrix product of the "
                         "group's queries, the same attention up to float rounding",
+    "integer_dropout_mask": "FastDropout's keep mask as 0/1 int16 instead of bool: x * mask (forward) and "
+                            "grad * mask (backward) then run vectorised, where a bool operand is converted element "
+                            "by element on CPU (about 10x slower at a LoRA branch's input); the same mask, the "
+                            "same values",
+    "lm_head_row_tiles": "the training LM head's softmax and entropy taken over tiles of 32 rows in cache, in "
+                         "place on its logits, instead of whole-batch passes that each allocate (and page-fault) "
+                         "a fresh [tokens, vocab] buffer; the same values up to float rounding",
     "functional_forward": "the LoRA training forward as one function of the policy's tensors (CPU, float32): "
                           "fused frozen q/k/v and gate/up products, each LoRA branch added by one addmm with its "
                           "scale folded in, and an LM head that keeps the probabilities for its backward",

@@ -5,8 +5,10 @@ and trims the top of its heap back to the kernel once enough is free, so a GRPO 
 allocated again in every layer, cost page faults and zero-filled pages over and over (tests/test_speedups.py
 counts them).
 With the mmap threshold at its 32 MiB maximum and no trimming, freed blocks go back to the heap and are reused
-(what jemalloc/tcmalloc, which PyTorch's CPU tuning guide recommends, do by default). Cost: the process keeps its
-peak heap resident after the peak has passed, instead of returning it.
+(what jemalloc/tcmalloc, which PyTorch's CPU tuning guide recommends, do by default). Blocks above that ceiling (the
+training LM head's [tokens, vocab] buffers, ~100 MB for a 4-completion group) would still be mapped afresh on every
+call and page-faulted page by page (tens of ms per 100 MB); switch `malloc_no_mmap` serves them from the heap too.
+Cost: the process keeps its peak heap resident after the peak has passed, instead of returning it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 
 from hello_agents_rl import speedups
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's <malloc.h> parameter numbers
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -2, -3, -4  # glibc's <malloc.h> parameters
 MMAP_THRESHOLD_MAX = 32 * 2**20  # glibc's ceiling on 64-bit (4 * 1024 * 1024 * sizeof(long))
 TOP_PAD = 64 * 2**20  # grow the heap in steps of this much: fewer brk calls
 _applied: list[bool] = []
@@ -39,6 +41,8 @@ def keep_freed_memory() -> str | None:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     ok = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX) and mallopt(M_TRIM_THRESHOLD, 2**31 - 1) \
         and mallopt(M_TOP_PAD, TOP_PAD)
+    if ok and speedups.on("malloc_no_mmap"):  # blocks above the ceiling from the heap too: reused, not remapped
+        ok = mallopt(M_MMAP_MAX, 0)
     if not ok:
         return "mallopt refused the settings"
     _applied.append(True)

@@ -15,12 +15,33 @@ from typing import Any
 
 import torch
 
+from hello_agents_rl import speedups
+
 VOCAB_TILE = 2048  # columns per product: each writes a [~500, 2048] fp32 tile of the buffer
+ROW_TILE = 32  # rows per softmax pass: a [32, vocab] fp32 tile (6 MB at a 49k vocabulary) stays in cache
 MAX_KEPT_BYTES = 1 << 30  # above this many bytes of probabilities, callers use TRL's recomputing head instead
 
 
 def fits(tokens: int, vocab: int) -> bool:
     return tokens * vocab * 4 <= MAX_KEPT_BYTES
+
+
+def _softmax_in_place(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [N, V] overwritten by softmax(logits), ROW_TILE rows at a time in cache; returns log Z [N] and the
+    entropy [N]. Whole-batch passes would each allocate a fresh [N, V] buffer (page faults) and stream it."""
+    tokens = logits.shape[0]
+    log_z, entropy = logits.new_empty(tokens), logits.new_empty(tokens)
+    scratch = logits.new_empty(min(ROW_TILE, tokens), logits.shape[1])
+    for start in range(0, tokens, ROW_TILE):
+        z = logits[start : start + ROW_TILE]  # [n, V]
+        top = z.amax(dim=-1, keepdim=True)
+        e = torch.sub(z, top, out=scratch[: z.shape[0]]).exp_()  # exp(z - max)
+        mass = e.sum(dim=-1, keepdim=True)
+        rows = slice(start, start + z.shape[0])
+        log_z[rows] = (top + mass.log()).squeeze(1)
+        entropy[rows] = log_z[rows] - torch.linalg.vecdot(e, z) / mass.squeeze(1)  # log Z - sum_j p_j z_j
+        torch.div(e, mass, out=z)
+    return log_z, entropy
 
 
 class KeptProbsLogProb(torch.autograd.Function):
@@ -37,10 +58,14 @@ class KeptProbsLogProb(torch.autograd.Function):
             torch.mm(hidden, weight[start : start + VOCAB_TILE].t(), out=tile)
             if temperature != 1.0:
                 tile.div_(temperature)
-        log_z = torch.logsumexp(logits, dim=-1)  # [N]
         target = logits.gather(1, labels[:, None]).squeeze(1)
-        probs = (logits - log_z[:, None]).exp_()
-        entropy = log_z - torch.linalg.vecdot(probs, logits)  # log Z - sum_j p_j z_j
+        if speedups.on("lm_head_row_tiles"):
+            log_z, entropy = _softmax_in_place(logits)
+            probs = logits
+        else:
+            log_z = torch.logsumexp(logits, dim=-1)  # [N]
+            probs = (logits - log_z[:, None]).exp_()
+            entropy = log_z - torch.linalg.vecdot(probs, logits)  # log Z - sum_j p_j z_j
         del logits
         ctx.save_for_backward(hidden, weight, labels, probs, entropy)
         ctx.temperature = temperature

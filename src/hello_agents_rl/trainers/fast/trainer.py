@@ -50,6 +50,8 @@ def fast_grpo_trainer_class() -> type:
                 self._fast_record.ran("fast_dropout_layers", use_fast_dropout(self.model))
                 if self.accelerator.device.type == "cpu" and keep_freed_memory() is None:
                     self._fast_record.ran("malloc_reuse")  # else glibc's defaults, as in any other process
+                    if speedups.on("malloc_no_mmap"):
+                        self._fast_record.ran("malloc_no_mmap")
 
         @property
         def fast_path(self) -> dict[str, Any]:
