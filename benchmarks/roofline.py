@@ -99,16 +99,20 @@ def _best_seconds(fn: Any, min_time: float = 0.25, repeats: int = 5) -> float:
 
 def products(w: Any, rows: int) -> dict[str, Any]:
     """x -> x W^T on every fp32 kernel this torch build offers: F.linear (the weight re-packed on every call), and
-    MKL's and oneDNN's GEMM on the weight packed once for each."""
+    MKL's and oneDNN's GEMM on the weight packed once for each, and our streamed GEMM where it applies (building
+    it, once per machine, before any timed run)."""
     import torch
     import torch.nn.functional as F
 
+    from hello_agents_rl.rollouts.sampling import streamed_gemm
     from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight
 
     out = {"F.linear": lambda x: F.linear(x, w)}
     for kernel, there in (("mkl", torch._C.has_mkl), ("onednn", torch.backends.mkldnn.is_available())):
         if there:
             out[kernel] = PackedWeight(w, rows, kernel)
+    if streamed_gemm.fits(w, rows):
+        out["stream"] = PackedWeight(w, rows, "stream")
     return out
 
 

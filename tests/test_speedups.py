@@ -1,7 +1,8 @@
 """Each optimisation of hello_agents_rl/speedups.py keeps the semantics it claims, and its switch turns it off.
 
 packed_weights: the same decoder outputs and greedy tokens as F.linear; onednn_gemm: the kernel follows the CPU's
-vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged; inverse_cdf: the categorical distribution
+vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged;
+streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
 values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
@@ -9,6 +10,7 @@ values, entropies and every LoRA gradient, with live dropout drawing the same ma
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,7 +19,7 @@ import pytest
 import torch
 
 from hello_agents_rl import speedups
-from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_gemm, sample
+from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_gemm, sample, streamed_gemm
 from hello_agents_rl.rollouts.sampling.kv_cache import prefill_shared
 from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
@@ -86,25 +88,29 @@ def test_switches_turn_off_by_name_and_refuse_typos(monkeypatch: pytest.MonkeyPa
 # --- packed_weights ------------------------------------------------------------------------------------------
 
 
-KERNELS = {"GenuineIntel": "mkl", "AuthenticAMD": "onednn"}  # the vendor each kernel is chosen on
+# the kernel chosen at a decode step's rows: on Intel MKL's (our streamed GEMM switched off) or ours, elsewhere oneDNN's
+KERNELS = {"mkl": "GenuineIntel", "stream": "GenuineIntel", "onednn": "AuthenticAMD"}
 
 
-def _on_vendor(monkeypatch: pytest.MonkeyPatch, vendor: str) -> None:
-    """Act as if on `vendor`'s CPU (skips where this torch build lacks the kernel chosen there)."""
-    kernel = KERNELS[vendor]
-    if not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
+def _with_kernel(monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
+    """Act as if on the CPU `kernel` is chosen on (skips where this machine or torch build lacks it)."""
+    if kernel == "stream":
+        _stream_kernel_or_skip()
+    elif not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
         pytest.skip(f"this torch build has no {kernel}")
-    monkeypatch.setattr(frozen_gemm, "cpu_vendor", lambda: vendor)
+    if kernel == "mkl":
+        monkeypatch.setenv(speedups.OFF_SWITCH, "streamed_gemm")
+    monkeypatch.setattr(frozen_gemm, "cpu_vendor", lambda: KERNELS[kernel])
 
 
-@pytest.mark.parametrize("vendor", KERNELS)
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_packed_weights_give_the_unpacked_products(tiny_model: str, monkeypatch: pytest.MonkeyPatch,
-                                                   vendor: str) -> None:
-    _on_vendor(monkeypatch, vendor)
+                                                   kernel: str) -> None:
+    _with_kernel(monkeypatch, kernel)
     model = _models(tiny_model, dropout=0.0)[0].eval()
     packed, plain = FastDecoder(model, pack_rows=6), FastDecoder(model)
-    assert all(p.packed is not None and p.packed.kernel == KERNELS[vendor] for p in packed._projections()), \
-        "every projection packed for the vendor's kernel"
+    assert all(p.packed is not None and p.packed.kernel == kernel for p in packed._projections()), \
+        "every projection packed for the kernel"
     assert all(p.packed is None for p in plain._projections())
     ids, mask, keep = _batch(model.config.vocab_size)
     prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
@@ -136,9 +142,47 @@ def test_the_frozen_kernel_follows_the_cpu_vendor_and_the_switches(monkeypatch: 
     assert choose("GenuineIntel", 16) is None and choose("AuthenticAMD", 16) is None, "nothing packed"
 
 
-@pytest.mark.parametrize("kernel", ["mkl", "onednn"])
+# --- streamed_gemm -------------------------------------------------------------------------------------------
+
+
+def _stream_kernel_or_skip() -> None:
+    if not streamed_gemm.has_avx512():
+        pytest.skip("the streamed GEMM needs AVX-512")
+    if shutil.which("g++") is None or shutil.which("ninja") is None:
+        pytest.skip("no g++ or ninja to build the streamed GEMM")
+    module, why = streamed_gemm.kernels()
+    assert module is not None, f"an AVX-512 CPU with g++ and ninja builds the streamed GEMM: {why}"
+
+
+def test_the_streamed_gemm_gives_f_linears_products_at_any_rows() -> None:
+    _stream_kernel_or_skip()
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(96, 43, generator=g), torch.randn(96, generator=g)
+    panels = streamed_gemm.pack(w)
+    for rows in (1, 5, 16, 17, 37):  # one block, a partial one, several with a partial last
+        x = torch.randn(rows, 43, generator=g)
+        torch.testing.assert_close(streamed_gemm.linear(x, panels, b), torch.nn.functional.linear(x, w, b),
+                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(streamed_gemm.linear(x, panels, None), x @ w.t(), atol=1e-5, rtol=1e-5)
+
+
+def test_the_streamed_gemm_is_chosen_at_a_decode_steps_rows_on_intel(monkeypatch: pytest.MonkeyPatch) -> None:
+    _stream_kernel_or_skip()
+    choose, aligned, ragged = frozen_gemm.choose_kernel, torch.zeros(48, 8), torch.zeros(50, 8)
+    assert choose("GenuineIntel", 16, aligned) == "stream" and choose("", 4, aligned) == "stream"
+    assert choose("GenuineIntel", 17, aligned) == "mkl", "more rows: MKL is faster"
+    assert choose("GenuineIntel", 16, ragged) == "mkl", "outputs not a multiple of 16 panels"
+    if torch.backends.mkldnn.is_available():
+        assert choose("AuthenticAMD", 16, aligned) == "onednn", "measured on Intel only"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "streamed_gemm")
+    assert choose("GenuineIntel", 16, aligned) == "mkl"
+
+
+@pytest.mark.parametrize("kernel", ["mkl", "onednn", "stream"])
 def test_a_packed_weight_gives_f_linears_products(kernel: str) -> None:
-    if not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
+    if kernel == "stream":
+        _stream_kernel_or_skip()
+    elif not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
         pytest.skip(f"this torch build has no {kernel}")
     g = torch.Generator().manual_seed(0)
     w, b = torch.randn(48, 40, generator=g), torch.randn(48, generator=g)
@@ -395,20 +439,20 @@ def _logps_and_grads(model, forward, ids, mask, keep) -> tuple:
     return logps.detach() * loss_mask, entropy.detach() * loss_mask, grads
 
 
-@pytest.mark.parametrize("vendor", KERNELS)
+@pytest.mark.parametrize("kernel", ["mkl", "onednn"])  # the training forward's frozen products: no streamed GEMM
 @pytest.mark.parametrize("targets", ["all-linear", ["q_proj", "v_proj", "up_proj"]])
-def test_functional_forward_equals_the_module_path(tiny_model: str, targets, vendor: str,
+def test_functional_forward_equals_the_module_path(tiny_model: str, targets, kernel: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Qwen3 (q/k norms), Llama, Qwen2 (biases): values, entropies and every LoRA gradient, dropout live; LoRA on
     every linear layer, or on some parts of the fused projections only (PEFT's defaults adapt q and v); the frozen
     products on F.linear (Intel) and on oneDNN's packed kernel (other vendors)."""
-    _on_vendor(monkeypatch, vendor)
+    _with_kernel(monkeypatch, kernel)
     adapted = 7 if targets == "all-linear" else len(targets)
     for model in _models(tiny_model, targets=targets):
         model.train()
         ids, mask, keep = _batch(model.config.vocab_size)
         view = LoraTrainView(model)
-        assert (view.layers[0].qkv.frozen is not None) == (KERNELS[vendor] == "onednn")
+        assert (view.layers[0].qkv.frozen is not None) == (kernel == "onednn")
         module = _logps_and_grads(model, lambda *a: shared_prefix_logps(model, *a, compute_entropy=True), ids, mask, keep)
         functional = _logps_and_grads(model, lambda *a: view.logps(*a, TEMPERATURE, True), ids, mask, keep)
         torch.testing.assert_close(functional[0], module[0], atol=1e-5, rtol=0)

@@ -207,6 +207,10 @@ class FastDecoder:
             for linear in self._projections() if pack_rows else ():
                 linear.pack(pack_rows)
 
+    def kernels(self) -> set[str]:
+        """The kernels its packed projections run on ('stream', 'mkl', 'onednn'; empty: F.linear)."""
+        return {p.packed.kernel for p in self._projections() if p.packed is not None}
+
     def _projections(self) -> list[LinearView]:
         return [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)] + [self.lm_head]
 

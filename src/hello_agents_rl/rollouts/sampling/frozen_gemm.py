@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling import streamed_gemm
 
 # MKL's packing pays at the sampler's rows (a batch per decode step); on a scoring forward's thousands F.linear's own
 # packing amortises (session 9: 0.93-1.09x)
@@ -34,10 +36,14 @@ def cpu_vendor() -> str:
     return ""
 
 
-def choose_kernel(vendor: str, rows: int) -> str | None:
-    """'onednn', 'mkl' or None (F.linear as it is) for a frozen fp32 weight multiplied ~`rows` rows at a time."""
+def choose_kernel(vendor: str, rows: int, weight: torch.Tensor | None = None) -> str | None:
+    """'stream', 'onednn', 'mkl' or None (F.linear as it is) for a frozen fp32 weight multiplied ~`rows` rows at a
+    time ('stream': streamed_gemm.py's kernel, measured on Intel only, at a decode step's <= 16 rows)."""
     if not speedups.on("packed_weights"):
         return None
+    if (weight is not None and vendor in ("", "GenuineIntel") and speedups.on("streamed_gemm")
+            and streamed_gemm.fits(weight, rows)):
+        return "stream"
     if vendor not in ("", "GenuineIntel") and speedups.on("onednn_gemm") and torch.backends.mkldnn.is_available():
         return "onednn"
     return "mkl" if torch._C.has_mkl and rows <= MKL_PACK_MAX_ROWS else None
@@ -50,16 +56,23 @@ class PackedWeight:
     def __init__(self, weight: torch.Tensor, rows: int, kernel: str) -> None:
         with torch.no_grad():
             weight = weight.detach()
-            if kernel == "onednn":
+            if kernel == "stream":
+                self.packed = streamed_gemm.pack(weight)
+                self.weight = weight  # calls of more rows (the prompt pass) take F.linear, faster there
+            elif kernel == "onednn":
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
             elif kernel == "mkl":
                 self.packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
                 self.weight = weight  # MKL's call wants the plain weight beside its packed copy
             else:
-                raise ValueError(f"unknown kernel {kernel!r}: 'onednn' or 'mkl'")
+                raise ValueError(f"unknown kernel {kernel!r}: 'stream', 'onednn' or 'mkl'")
         self.kernel, self.rows = kernel, rows
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.kernel == "stream":
+            if x.numel() > streamed_gemm.MAX_ROWS * x.shape[-1]:
+                return F.linear(x, self.weight, bias)
+            return streamed_gemm.linear(x, self.packed, bias)
         if self.kernel == "onednn":
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
         return torch.ops.mkl._mkl_linear(x, self.packed, self.weight, bias, self.rows)
@@ -71,7 +84,7 @@ def packable(weight: torch.Tensor) -> bool:
 
 def pack(weight: torch.Tensor, rows: int) -> PackedWeight | None:
     """The weight packed for this CPU's fastest kernel at ~`rows` rows per call, or None where F.linear is it."""
-    kernel = choose_kernel(cpu_vendor(), rows) if packable(weight) else None
+    kernel = choose_kernel(cpu_vendor(), rows, weight) if packable(weight) else None
     return PackedWeight(weight, rows, kernel) if kernel else None
 
 

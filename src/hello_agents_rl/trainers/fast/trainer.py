@@ -226,6 +226,8 @@ def fast_grpo_trainer_class() -> type:
                     with_logprobs=False,  # TRL's generate path hands none either (see below)
                     **settings,
                 )
+            if "stream" in decoder.kernels():
+                self._fast_record.ran("streamed_gemm", len(prompt_ids))
             del decoder  # frees the merged weights before the training forward
             self._fast_record.ran("sampler_completions", len(prompt_ids))
             # TRL's generate path returns no log-probs (its loss uses the training forward's): ours would become
