@@ -2,7 +2,9 @@
 
 packed_weights: the same decoder outputs and greedy tokens as F.linear; onednn_gemm: the kernel follows the CPU's
 vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged;
-streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged; inverse_cdf: the categorical distribution
+streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged;
+fused_decode_attention: the torch operations' attention (pads masked, grouped heads, views into a longer cache);
+fused_norm_and_rope: the torch operations' values at a decode step's rows; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
 values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
@@ -19,7 +21,9 @@ import pytest
 import torch
 
 from hello_agents_rl import speedups
-from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_gemm, sample, streamed_gemm
+from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_gemm, native, sample, streamed_gemm
+from hello_agents_rl.rollouts.sampling import decoder as decoder_module
+from hello_agents_rl.rollouts.sampling.attention import fused_kernel, grouped_attention, prompt_bias
 from hello_agents_rl.rollouts.sampling.kv_cache import prefill_shared
 from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
@@ -145,13 +149,18 @@ def test_the_frozen_kernel_follows_the_cpu_vendor_and_the_switches(monkeypatch: 
 # --- streamed_gemm -------------------------------------------------------------------------------------------
 
 
-def _stream_kernel_or_skip() -> None:
-    if not streamed_gemm.has_avx512():
-        pytest.skip("the streamed GEMM needs AVX-512")
+def _kernel_or_skip(name: str) -> None:
+    """Skip where this machine cannot build kernels/<name>.cpp; fail where it could and did not."""
+    if not native.has_avx512():
+        pytest.skip(f"{name} needs AVX-512")
     if shutil.which("g++") is None or shutil.which("ninja") is None:
-        pytest.skip("no g++ or ninja to build the streamed GEMM")
-    module, why = streamed_gemm.kernels()
-    assert module is not None, f"an AVX-512 CPU with g++ and ninja builds the streamed GEMM: {why}"
+        pytest.skip(f"no g++ or ninja to build {name}")
+    module, why = native.build(name)
+    assert module is not None, f"an AVX-512 CPU with g++ and ninja builds {name}: {why}"
+
+
+def _stream_kernel_or_skip() -> None:
+    _kernel_or_skip("streamed_gemm")
 
 
 def test_the_streamed_gemm_gives_f_linears_products_at_any_rows() -> None:
@@ -246,6 +255,31 @@ def test_shared_prompt_cache_gives_the_copied_caches_tokens_and_logprobs(tiny_mo
         assert tokens == copied_tokens, "the same greedy completions, row for row"
         for shared, copied in zip(logps, copied_logps):
             torch.testing.assert_close(torch.tensor(shared), torch.tensor(copied), atol=1e-5, rtol=0)
+
+
+# --- fused_decode_attention ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [32, 64])
+def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grouped-query heads, prompts with left pads (masked), each row's own keys a view into a longer cache."""
+    _kernel_or_skip("decode_step")
+    g = torch.Generator().manual_seed(0)
+    groups, kv_heads, n, r, prompt = 3, 2, 4, 3, 37
+    valid = torch.ones(groups, prompt, dtype=torch.bool)
+    valid[0, :5], valid[2, :30] = False, False
+    bias = prompt_bias(valid, kv_heads, n * r, torch.float32)
+    prefix = tuple(torch.randn(groups, kv_heads, prompt, dim, generator=g) for _ in range(2))
+    slots = [torch.randn(groups, kv_heads, n, 24, dim, generator=g) for _ in range(2)]
+    for length in (1, 7, 24):
+        q = torch.randn(groups * n, kv_heads * r, 1, dim, generator=g)
+        own = tuple(t[:, :, :, :length] for t in slots)
+        monkeypatch.setenv(speedups.OFF_SWITCH, "")
+        assert fused_kernel(q) is not None
+        fused = grouped_attention(q, prefix, bias, own, n, dim**-0.5)
+        monkeypatch.setenv(speedups.OFF_SWITCH, "fused_decode_attention")
+        assert fused_kernel(q) is None
+        torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
 
 
 # --- inverse_cdf ---------------------------------------------------------------------------------------------
@@ -474,3 +508,28 @@ def test_functional_forward_refuses_what_it_does_not_reproduce(tiny_model: str) 
     with torch.no_grad():  # a base weight changed in place (say, a merged adapter): the fused copies are stale
         model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight.add_(1.0)
     assert view.stale()
+
+
+# --- fused_norm_and_rope -------------------------------------------------------------------------------------
+
+
+def test_fused_norm_and_rope_equal_the_torch_operations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decode step's rows (the kernels) and a prompt pass's (torch either way); RoPE on q and k heads side by
+    side, a view into the fused q/k/v projection's output."""
+    _kernel_or_skip("decode_step")
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(72, generator=g)
+    for rows in (3, 16, 200):
+        x = torch.randn(rows, 1, 72, generator=g)
+        qkv = torch.randn(rows, 1, 7 * 32, generator=g)
+        qk = qkv[..., : 5 * 32].view(rows, 1, 5, 32)
+        cos, sin = (torch.randn(rows, 1, 1, 32, generator=g) for _ in range(2))
+        outputs = []
+        for off in ("", "fused_norm_and_rope"):
+            monkeypatch.setenv(speedups.OFF_SWITCH, off)
+            assert (decoder_module.fused_ops(x, rows) is None) == (off != "" or rows > decoder_module.FUSED_MAX_ROWS)
+            outputs.append((decoder_module.rms_norm(x, (weight, 1e-5)), decoder_module.apply_rope(qk, cos, sin)))
+        for fused, plain in zip(*outputs):
+            torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-5)
+    x.requires_grad_()
+    assert decoder_module.fused_ops(x, 3) is None, "a tensor that needs a gradient keeps torch's operations"

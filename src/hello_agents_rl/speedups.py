@@ -20,6 +20,12 @@ OPTIMISATIONS = {
                      "packed into 16-column panels and streamed with a software prefetch (our kernel, "
                      "rollouts/sampling/native/) instead of MKL's packed GEMM, which reads and then computes; "
                      "the same products up to float rounding",
+    "fused_decode_attention": "on CPUs with AVX-512, a decode step's grouped attention (shared_prompt_kv) as one "
+                              "kernel (rollouts/sampling/kernels/) that reads each key and value once, instead of "
+                              "~9 torch operations per layer; the same attention up to float rounding",
+    "fused_norm_and_rope": "on CPUs with AVX-512, the sampler's RMSNorm and RoPE as one kernel call each "
+                           "(rollouts/sampling/kernels/) instead of several torch operations: the same values up "
+                           "to float rounding",
     "onednn_gemm": "on CPUs other than Intel's (where MKL does not run its AVX-512 code), frozen fp32 weights "
                    "packed once for oneDNN's kernel instead: the sampler's and the reference's products, and the "
                    "training forward's frozen base with its input gradient (the same products up to float "

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
+from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling import native
+
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # (keys, values) per layer, each [rows, kv_heads, slots, head_dim]
 
 
@@ -47,6 +50,9 @@ def grouped_attention(
     [G, Hkv, group_size, T, D] (all valid). Query head h reads key head h // (Hq / Hkv), as transformers'
     repeat_kv. Returns [B, Hq, 1, D].
     """
+    fused = fused_kernel(q)
+    if fused is not None:  # the same, one pass over the keys and values (kernels/decode_step.cpp)
+        return fused.decode_attention(q, *prefix, prefix_bias, *own, group_size, scale)
     batch, heads, _, dim = q.shape
     prefix_keys, prefix_values = prefix
     groups, kv_heads, prompt, _ = prefix_keys.shape
@@ -66,6 +72,13 @@ def grouped_attention(
     out = out.view(groups, kv_heads, n, r, dim)
     out = out + torch.matmul(probs[..., prompt:].view(groups, kv_heads, n, r, own_length), own_values)
     return out.transpose(1, 2).reshape(batch, heads, 1, dim)
+
+
+def fused_kernel(q: torch.Tensor) -> object | None:
+    """The fused decode-attention kernel for these queries (CPU fp32, head_dim a multiple of 16), if built."""
+    if q.device.type != "cpu" or q.dtype != torch.float32 or q.shape[-1] % 16:
+        return None
+    return native.build("decode_step")[0] if speedups.on("fused_decode_attention") else None
 
 
 def prompt_bias(valid: torch.Tensor, kv_heads: int, rows_per_kv_head: int, dtype: torch.dtype) -> torch.Tensor:

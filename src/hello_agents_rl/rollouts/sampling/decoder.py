@@ -12,6 +12,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling import native
 from hello_agents_rl.rollouts.sampling.attention import SharedPromptCache, grouped_attention
 from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight, pack
 
@@ -21,6 +23,7 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
+FUSED_MAX_ROWS = 64  # rows (tokens) up to which the norm and RoPE take the single-threaded fused kernels
 # a layer's attention: (layer index, q [B, Hq, S, D], k and v [B, Hkv, S, D]) -> [B, Hq, S, D]
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -136,16 +139,29 @@ def _norm(module: Any) -> tuple[torch.Tensor, float]:
     return module.weight, float(eps)
 
 
+def fused_ops(x: torch.Tensor, rows: int) -> Any | None:
+    """kernels/decode_step.cpp's norm and RoPE, where they apply: CPU fp32, no gradient, a decode step's few rows
+    (single-threaded: the prompt pass's and the scorer's thousands keep torch's operations), built, switched on."""
+    if (x.device.type != "cpu" or x.dtype != torch.float32 or (x.requires_grad and torch.is_grad_enabled())
+            or rows > FUSED_MAX_ROWS):
+        return None
+    return native.build("decode_step")[0] if speedups.on("fused_norm_and_rope") else None
+
+
 def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
     # the HF RMSNorm of this family: normalise in float32, cast back, then scale (one op in float32)
     weight, eps = norm
     if x.dtype == torch.float32 and weight.dtype == torch.float32 and weight.dim() == 1:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+        fused = fused_ops(x, x.numel() // x.shape[-1])
+        return fused.rms_norm(x, weight, eps) if fused else F.rms_norm(x, (x.shape[-1],), weight, eps)
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     # x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, D/2) * [-sin_1, sin_2]
+    fused = fused_ops(x, x.shape[0] * x.shape[1]) if x.dim() == 4 and x.stride(-1) == 1 and x.stride(-2) == x.shape[-1] else None
+    if fused is not None and cos.shape == signed_sin.shape == (*x.shape[:2], 1, x.shape[-1]):
+        return fused.rope(x, cos, signed_sin)
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 

@@ -1,0 +1,39 @@
+"""The sampler's hand-written CPU kernels (kernels/*.cpp), compiled once per machine by torch's C++ extension loader.
+
+Each kernel is one source file with its own module; `build(name)` compiles it on first use (g++ and ninja, ~30 s,
+cached under ~/.cache/torch_extensions, with -march=native: the cache is this machine's) and every later process
+loads the cached build. Where a kernel cannot be built (no AVX-512, no compiler) its caller keeps the torch code.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Any
+
+KERNELS = Path(__file__).with_name("kernels")
+log = logging.getLogger(__name__)
+
+
+def has_avx512() -> bool:
+    try:
+        return "avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@functools.cache
+def build(name: str) -> tuple[Any | None, str | None]:
+    """kernels/<name>.cpp compiled and loaded, and None; or None and why it is not available on this machine."""
+    if not has_avx512():
+        return None, "this CPU has no AVX-512"
+    try:
+        from torch.utils.cpp_extension import load
+
+        module = load(f"hello_agents_rl_{name}", [str(KERNELS / f"{name}.cpp")], verbose=False,
+                      extra_cflags=["-O3", "-march=native", "-fopenmp"])
+    except Exception as error:  # any build failure: the torch code is the fallback, not an error
+        log.info("kernel %s not built (%s); the sampler keeps the torch code", name, error)
+        return None, f"not built: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+    return module, None
