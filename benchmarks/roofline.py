@@ -144,6 +144,9 @@ HEAD_TILE = 4096  # the LM head's rows timed for the compute roof: its whole wei
 
 
 def measure(shape: ModelShape, decode_rows: int, chunk_rows: int, threads: int) -> Machine:
+    from hello_agents_rl.rollouts.sampling import native
+
+    native.build("decode_step")  # the hand-written kernels built (once per machine) before any timed run
     shapes = shape.projections() + [(shape.hidden, min(shape.vocab, HEAD_TILE))]
     return Machine(threads, decode_rows, chunk_rows, gemm_rate(decode_rows, shapes, threads),
                    gemm_rate(chunk_rows, shapes, threads), bandwidth(threads))
