@@ -39,6 +39,12 @@ inline float dot(const float* __restrict a, const float* __restrict b, int64_t d
   return _mm512_reduce_add_ps(acc);
 }
 
+// the cache rows a few steps ahead, into L1: the decode step's weight stream has evicted them
+constexpr int64_t AHEAD = 4;
+inline void prefetch_row(const float* row, int64_t d) {
+  for (int64_t e = 0; e < d; e += LANES) _mm_prefetch(reinterpret_cast<const char*>(row + e), _MM_HINT_T0);
+}
+
 inline void axpy(float w, const float* __restrict x, float* __restrict y, int64_t d) {
   const __m512 wv = _mm512_set1_ps(w);
   for (int64_t e = 0; e < d; e += LANES)
@@ -88,15 +94,19 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
           for (int64_t e = 0; e < D; ++e) qs[(i * r + j) * D + e] = src[e] * static_cast<float>(scale);
         }
       const float *keys = PK + gh * P * D, *values = PV + gh * P * D, *b = BIAS + gh * rows * P;
-      for (int64_t p = 0; p < P; ++p)  // the prompt's keys, each read once for all the group's queries
+      for (int64_t p = 0; p < P; ++p) {  // the prompt's keys, each read once for all the group's queries
+        if (p + AHEAD < P) prefetch_row(keys + (p + AHEAD) * D, D);
         for (int64_t x = 0; x < rows; ++x) scores[x * (P + T) + p] = b[x * P + p] + dot(qs.data() + x * D, keys + p * D, D);
+      }
       for (int64_t i = 0; i < n; ++i) {  // each row's own keys
         const float* own = OK + g * ks[0] + kh * ks[1] + i * ks[2];
-        for (int64_t t = 0; t < T; ++t)
+        for (int64_t t = 0; t < T; ++t) {
+          if (t + AHEAD < T) prefetch_row(own + (t + AHEAD) * ks[3], D);
           for (int64_t j = 0; j < r; ++j) {
             const int64_t x = i * r + j;
             scores[x * (P + T) + P + t] = dot(qs.data() + x * D, own + t * ks[3], D);
           }
+        }
       }
       std::vector<float> inv(rows);
       for (int64_t x = 0; x < rows; ++x) {
@@ -106,18 +116,22 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
         inv[x] = 1.0f / exp_and_sum(s, P + T, m);
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = 0; p < P; ++p)  // the prompt's values, each read once
+      for (int64_t p = 0; p < P; ++p) {  // the prompt's values, each read once
+        if (p + AHEAD < P) prefetch_row(values + (p + AHEAD) * D, D);
         for (int64_t x = 0; x < rows; ++x) {
           const float w = scores[x * (P + T) + p];
           if (w != 0.0f) axpy(w, values + p * D, acc.data() + x * D, D);
         }
+      }
       for (int64_t i = 0; i < n; ++i) {
         const float* own = OV + g * vs[0] + kh * vs[1] + i * vs[2];
-        for (int64_t t = 0; t < T; ++t)
+        for (int64_t t = 0; t < T; ++t) {
+          if (t + AHEAD < T) prefetch_row(own + (t + AHEAD) * vs[3], D);
           for (int64_t j = 0; j < r; ++j) {
             const int64_t x = i * r + j;
             axpy(scores[x * (P + T) + P + t], own + t * vs[3], acc.data() + x * D, D);
           }
+        }
       }
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < r; ++j) {
