@@ -280,6 +280,8 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
         monkeypatch.setenv(speedups.OFF_SWITCH, "fused_decode_attention")
         assert fused_kernel(q) is None
         torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
+    monkeypatch.setenv(speedups.OFF_SWITCH, "")
+    assert fused_kernel(q.requires_grad_()) is None, "queries that need a gradient keep the torch operations"
 
 
 # --- inverse_cdf ---------------------------------------------------------------------------------------------

@@ -75,8 +75,10 @@ def grouped_attention(
 
 
 def fused_kernel(q: torch.Tensor) -> object | None:
-    """The fused decode-attention kernel for these queries (CPU fp32, head_dim a multiple of 16), if built."""
-    if q.device.type != "cpu" or q.dtype != torch.float32 or q.shape[-1] % 16:
+    """The fused decode-attention kernel for these queries (CPU fp32, head_dim a multiple of 16, no gradient), if
+    built."""
+    if (q.device.type != "cpu" or q.dtype != torch.float32 or q.shape[-1] % 16
+            or (q.requires_grad and torch.is_grad_enabled())):
         return None
     return native.build("decode_step")[0] if speedups.on("fused_decode_attention") else None
 

@@ -159,7 +159,8 @@ def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     # x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, D/2) * [-sin_1, sin_2]
-    fused = fused_ops(x, x.shape[0] * x.shape[1]) if x.dim() == 4 and x.stride(-1) == 1 and x.stride(-2) == x.shape[-1] else None
+    heads_adjacent = x.dim() == 4 and x.stride(-1) == 1 and x.stride(-2) == x.shape[-1]
+    fused = fused_ops(x, x.shape[0] * x.shape[1]) if heads_adjacent else None
     if fused is not None and cos.shape == signed_sin.shape == (*x.shape[:2], 1, x.shape[-1]):
         return fused.rope(x, cos, signed_sin)
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin

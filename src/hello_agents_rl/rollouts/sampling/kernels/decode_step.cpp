@@ -96,7 +96,8 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
       const float *keys = PK + gh * P * D, *values = PV + gh * P * D, *b = BIAS + gh * rows * P;
       for (int64_t p = 0; p < P; ++p) {  // the prompt's keys, each read once for all the group's queries
         if (p + AHEAD < P) prefetch_row(keys + (p + AHEAD) * D, D);
-        for (int64_t x = 0; x < rows; ++x) scores[x * (P + T) + p] = b[x * P + p] + dot(qs.data() + x * D, keys + p * D, D);
+        for (int64_t x = 0; x < rows; ++x)
+          scores[x * (P + T) + p] = b[x * P + p] + dot(qs.data() + x * D, keys + p * D, D);
       }
       for (int64_t i = 0; i < n; ++i) {  // each row's own keys
         const float* own = OK + g * ks[0] + kh * ks[1] + i * ks[2];
@@ -159,7 +160,10 @@ torch::Tensor rms_norm(const torch::Tensor& x_in, const torch::Tensor& weight_in
     float* yr = Y + row * h;
     __m512 squares = _mm512_setzero_ps();
     int64_t e = 0;
-    for (; e + LANES <= h; e += LANES) squares = _mm512_fmadd_ps(_mm512_loadu_ps(xr + e), _mm512_loadu_ps(xr + e), squares);
+    for (; e + LANES <= h; e += LANES) {
+      const __m512 v = _mm512_loadu_ps(xr + e);
+      squares = _mm512_fmadd_ps(v, v, squares);
+    }
     float sum = _mm512_reduce_add_ps(squares);
     for (; e < h; ++e) sum += xr[e] * xr[e];
     const float inv = 1.0f / std::sqrt(sum / static_cast<float>(h) + static_cast<float>(eps));
