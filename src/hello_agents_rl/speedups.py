@@ -8,6 +8,7 @@ the package.
 
 from __future__ import annotations
 
+import functools
 import os
 
 OFF_SWITCH = "HELLO_AGENTS_FAST_OFF"
@@ -18,7 +19,7 @@ OPTIMISATIONS = {
                       "re-packing every weight on every call",
     "streamed_gemm": "on Intel CPUs with AVX-512, the sampler's products at a decode step's <= 16 rows on weights "
                      "packed into 16-column panels and streamed with a software prefetch (our kernel, "
-                     "rollouts/sampling/native/) instead of MKL's packed GEMM, which reads and then computes; "
+                     "rollouts/sampling/kernels/) instead of MKL's packed GEMM, which reads and then computes; "
                      "the same products up to float rounding",
     "fused_decode_attention": "on CPUs with AVX-512, a decode step's grouped attention (shared_prompt_kv) as one "
                               "kernel (rollouts/sampling/kernels/) that reads each key and value once, instead of "
@@ -59,8 +60,14 @@ def on(name: str) -> bool:
     """Whether optimisation `name` is switched on (all are, unless named in $HELLO_AGENTS_FAST_OFF)."""
     if name not in OPTIMISATIONS:
         raise KeyError(f"unknown optimisation {name!r}; known: {', '.join(OPTIMISATIONS)}")
-    off = {part.strip() for part in os.environ.get(OFF_SWITCH, "").split(",") if part.strip()}
+    return name not in _switched_off(os.environ.get(OFF_SWITCH, ""))
+
+
+@functools.cache
+def _switched_off(value: str) -> frozenset[str]:
+    """The names in one value of $HELLO_AGENTS_FAST_OFF, parsed once per value (the decode step asks per layer)."""
+    off = frozenset(part.strip() for part in value.split(",") if part.strip())
     unknown = off - OPTIMISATIONS.keys()
     if unknown:
         raise ValueError(f"${OFF_SWITCH} names {', '.join(sorted(unknown))}; known: {', '.join(OPTIMISATIONS)}")
-    return name not in off
+    return off

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import torch
 
-from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling import native
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # (keys, values) per layer, each [rows, kv_heads, slots, head_dim]
@@ -77,10 +76,7 @@ def grouped_attention(
 def fused_kernel(q: torch.Tensor) -> object | None:
     """The fused decode-attention kernel for these queries (CPU fp32, head_dim a multiple of 16, no gradient), if
     built."""
-    if (q.device.type != "cpu" or q.dtype != torch.float32 or q.shape[-1] % 16
-            or (q.requires_grad and torch.is_grad_enabled())):
-        return None
-    return native.build("decode_step")[0] if speedups.on("fused_decode_attention") else None
+    return None if q.shape[-1] % 16 else native.decode_step_kernels(q, "fused_decode_attention")
 
 
 def prompt_bias(valid: torch.Tensor, kv_heads: int, rows_per_kv_head: int, dtype: torch.dtype) -> torch.Tensor:

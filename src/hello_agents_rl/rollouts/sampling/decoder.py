@@ -12,7 +12,6 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling import native
 from hello_agents_rl.rollouts.sampling.attention import SharedPromptCache, grouped_attention
 from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight, pack
@@ -142,10 +141,7 @@ def _norm(module: Any) -> tuple[torch.Tensor, float]:
 def fused_ops(x: torch.Tensor, rows: int) -> Any | None:
     """kernels/decode_step.cpp's norm and RoPE, where they apply: CPU fp32, no gradient, a decode step's few rows
     (single-threaded: the prompt pass's and the scorer's thousands keep torch's operations), built, switched on."""
-    if (x.device.type != "cpu" or x.dtype != torch.float32 or (x.requires_grad and torch.is_grad_enabled())
-            or rows > FUSED_MAX_ROWS):
-        return None
-    return native.build("decode_step")[0] if speedups.on("fused_norm_and_rope") else None
+    return None if rows > FUSED_MAX_ROWS else native.decode_step_kernels(x, "fused_norm_and_rope")
 
 
 def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:

@@ -10,14 +10,13 @@ MKL's 6.9 / 12.7), so it stays there. The same products up to float rounding eit
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from hello_agents_rl import speedups
-from hello_agents_rl.rollouts.sampling import streamed_gemm
+from hello_agents_rl.rollouts.sampling import native, streamed_gemm
 
 # MKL's packing pays at the sampler's rows (a batch per decode step); on a scoring forward's thousands F.linear's own
 # packing amortises (session 9: 0.93-1.09x)
@@ -27,12 +26,9 @@ MKL_PACK_MAX_ROWS = 256
 @functools.cache
 def cpu_vendor() -> str:
     """The x86 vendor string ('GenuineIntel', 'AuthenticAMD', ...) from /proc/cpuinfo, '' where unknown."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    for line in native.cpuinfo().splitlines():
+        if line.startswith("vendor_id"):
+            return line.split(":", 1)[1].strip()
     return ""
 
 

@@ -12,15 +12,33 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from hello_agents_rl import speedups
+
 KERNELS = Path(__file__).with_name("kernels")
 log = logging.getLogger(__name__)
 
 
-def has_avx512() -> bool:
+@functools.cache
+def cpuinfo() -> str:
+    """/proc/cpuinfo's text ('' where there is none): the CPU's vendor and instruction sets."""
     try:
-        return "avx512f" in Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
+        return ""
+
+
+def has_avx512() -> bool:
+    return "avx512f" in cpuinfo()
+
+
+def decode_step_kernels(x: torch.Tensor, switch: str) -> Any | None:
+    """kernels/decode_step.cpp for operations on `x` where it applies: CPU fp32, no gradient, optimisation `switch`
+    on, the kernels built; None: the torch operations."""
+    if x.device.type != "cpu" or x.dtype != torch.float32 or (x.requires_grad and torch.is_grad_enabled()):
+        return None
+    return build("decode_step")[0] if speedups.on(switch) else None
 
 
 @functools.cache

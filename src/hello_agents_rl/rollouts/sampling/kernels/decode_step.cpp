@@ -85,7 +85,7 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
   float* O = out.data_ptr<float>();
   const auto rows = n * r;  // a key head's queries in a group
   at::parallel_for(0, G * Hkv, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> qs(rows * D), scores(rows * (P + T)), acc(rows * D);
+    std::vector<float> qs(rows * D), scores(rows * (P + T)), acc(rows * D), inv(rows);
     for (int64_t gh = lo; gh < hi; ++gh) {
       const int64_t g = gh / Hkv, kh = gh % Hkv;
       for (int64_t i = 0; i < n; ++i)  // the queries, scaled: row i, head j at qs[(i * r + j) * D]
@@ -109,7 +109,6 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
           }
         }
       }
-      std::vector<float> inv(rows);
       for (int64_t x = 0; x < rows; ++x) {
         float* s = scores.data() + x * (P + T);
         float m = -INFINITY;
