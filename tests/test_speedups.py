@@ -3,6 +3,7 @@
 packed_weights: the same decoder outputs and greedy tokens as F.linear; onednn_gemm: the kernel follows the CPU's
 vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged;
 streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged;
+merge_and_pack: torch's merged and concatenated weights and their panels, a frozen weight's panels kept while it lives;
 fused_decode_attention: the torch operations' attention (pads masked, grouped heads, views into a longer cache);
 fused_norm_and_rope: the torch operations' values at a decode step's rows; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
@@ -187,6 +188,67 @@ def test_the_streamed_gemm_is_chosen_at_a_decode_steps_rows_on_intel(monkeypatch
     assert choose("GenuineIntel", 16, aligned) == "mkl"
 
 
+def _parts(g: torch.Generator) -> tuple[list[torch.Tensor], list[list[tuple[torch.Tensor, torch.Tensor, float]]]]:
+    """Three projections' weights [N_i, 40] (N_i multiples of 16, K not) and their LoRAs: rank 8, none, rank 4."""
+    weights = [torch.randn(n, 40, generator=g) for n in (48, 16, 32)]
+    loras = [[(torch.randn(8, 40, generator=g), torch.randn(48, 8, generator=g), 2.0)], [],
+             [(torch.randn(4, 40, generator=g), torch.randn(32, 4, generator=g), 0.5)]]
+    return weights, loras
+
+
+def test_merge_and_pack_gives_torchs_merged_weights_and_their_panels(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_kernel(monkeypatch, "stream")
+    g = torch.Generator().manual_seed(0)
+    weights, loras = _parts(g)
+    expected = torch.cat([w + (lora[0][1] @ lora[0][0]) * lora[0][2] if lora else w for w, lora in zip(weights, loras)])
+    merged, packed = frozen_gemm.merge_and_pack(weights, loras, 16)
+    torch.testing.assert_close(merged, expected, atol=1e-5, rtol=1e-6)
+    assert packed.kernel == "stream" and torch.equal(packed.packed, streamed_gemm.pack(merged)), "merged's panels"
+    x = torch.randn(5, 40, generator=g)
+    torch.testing.assert_close(packed(x), x @ expected.t(), atol=1e-4, rtol=1e-5)
+    assert streamed_gemm.merge_and_pack([torch.randn(40, 40)], [[]]) is None, "rows not a multiple of 16"
+    assert streamed_gemm.merge_and_pack(weights[:1], [loras[0] * 2]) is None, "two adapters: torch's merge"
+    assert frozen_gemm.merge_and_pack(weights, loras, 17) is None, "more rows: MKL's kernel, torch's merge"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "merge_and_pack")
+    assert frozen_gemm.merge_and_pack(weights, loras, 16) is None
+
+
+def test_a_decoder_built_in_one_pass_has_the_same_weights(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_kernel(monkeypatch, "stream")
+    for model in _models(tiny_model, dropout=0.0):
+        one_pass = FastDecoder(model.eval(), pack_rows=16)
+        monkeypatch.setenv(speedups.OFF_SWITCH, "merge_and_pack")
+        by_torch = FastDecoder(model, pack_rows=16)
+        monkeypatch.setenv(speedups.OFF_SWITCH, "")
+        for ours, theirs in zip(one_pass._projections(), by_torch._projections(), strict=True):
+            assert ours.packed.kernel == theirs.packed.kernel == "stream"
+            torch.testing.assert_close(ours.weight, theirs.weight, atol=1e-6, rtol=1e-6)
+            torch.testing.assert_close(ours.packed.packed, theirs.packed.packed, atol=1e-6, rtol=1e-6)
+
+
+def test_a_frozen_weights_panels_are_kept_while_it_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LM head under LoRA: packed once, not once per rollout; repacked after a change, never for a trainable
+    weight (full fine-tuning changes it every step), forgotten with the weight."""
+    import gc
+
+    _with_kernel(monkeypatch, "stream")
+    g = torch.Generator().manual_seed(0)
+    w, x = torch.randn(48, 40, generator=g), torch.randn(3, 40, generator=g)
+    first = frozen_gemm.pack(w, 16)
+    assert frozen_gemm.pack(w, 16).packed is first.packed, "the same panels, not a second packing"
+    with torch.no_grad():
+        w.mul_(2.0)
+    changed = frozen_gemm.pack(w, 16)
+    assert changed.packed is not first.packed
+    torch.testing.assert_close(changed(x), x @ w.t(), atol=1e-5, rtol=1e-5)
+    trainable = torch.randn(48, 40, generator=g, requires_grad=True)
+    assert frozen_gemm.pack(trainable, 16).packed is not frozen_gemm.pack(trainable, 16).packed
+    key = id(w)
+    del w, first, changed
+    gc.collect()
+    assert key not in frozen_gemm._PANELS, "no panels kept for a weight that is gone"
+
+
 @pytest.mark.parametrize("kernel", ["mkl", "onednn", "stream"])
 def test_a_packed_weight_gives_f_linears_products(kernel: str) -> None:
     if kernel == "stream":
@@ -260,6 +322,22 @@ def test_shared_prompt_cache_gives_the_copied_caches_tokens_and_logprobs(tiny_mo
 # --- fused_decode_attention ----------------------------------------------------------------------------------
 
 
+def _attention_by_definition(q: torch.Tensor, prefix: tuple, valid: torch.Tensor, own: tuple, n: int,
+                             scale: float) -> torch.Tensor:
+    """softmax(q k^T scale) v per row and head over [its prompt's valid keys, its own], key head h // r."""
+    (pk, pv), (ok, ov) = prefix, own
+    heads, kv_heads = q.shape[1], pk.shape[1]
+    out = torch.empty_like(q)
+    for row in range(q.shape[0]):
+        g, i = divmod(row, n)
+        for h in range(heads):
+            kh = h // (heads // kv_heads)
+            keys = torch.cat([pk[g, kh].t()[valid[g]], ok[g, kh, i].t()])
+            values = torch.cat([pv[g, kh][valid[g]], ov[g, kh, i]])
+            out[row, h, 0] = ((keys @ q[row, h, 0]) * scale).softmax(-1) @ values
+    return out
+
+
 @pytest.mark.parametrize("dim", [32, 64])
 def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Grouped-query heads, prompts with left pads (masked), each row's own keys a view into a longer cache."""
@@ -269,17 +347,21 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
     valid = torch.ones(groups, prompt, dtype=torch.bool)
     valid[0, :5], valid[2, :30] = False, False
     bias = prompt_bias(valid, kv_heads, n * r, torch.float32)
-    prefix = tuple(torch.randn(groups, kv_heads, prompt, dim, generator=g) for _ in range(2))
-    slots = [torch.randn(groups, kv_heads, n, 24, dim, generator=g) for _ in range(2)]
-    for length in (1, 7, 24):
+    prefix = (torch.randn(groups, kv_heads, dim, prompt, generator=g), torch.randn(groups, kv_heads, prompt, dim,
+                                                                                     generator=g))
+    slot_keys, slot_values = (torch.randn(groups, kv_heads, n, dim, 40, generator=g),
+                              torch.randn(groups, kv_heads, n, 40, dim, generator=g))
+    for length in (1, 7, 33, 40):  # one slot, a part of a 32-key block, more than one block, all
         q = torch.randn(groups * n, kv_heads * r, 1, dim, generator=g)
-        own = tuple(t[:, :, :, :length] for t in slots)
+        own = (slot_keys[..., :length], slot_values[:, :, :, :length])
         monkeypatch.setenv(speedups.OFF_SWITCH, "")
         assert fused_kernel(q) is not None
         fused = grouped_attention(q, prefix, bias, own, n, dim**-0.5)
         monkeypatch.setenv(speedups.OFF_SWITCH, "fused_decode_attention")
         assert fused_kernel(q) is None
         torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(fused, _attention_by_definition(q, prefix, valid, own, n, dim**-0.5),
+                                   atol=1e-5, rtol=1e-5)
     monkeypatch.setenv(speedups.OFF_SWITCH, "")
     assert fused_kernel(q.requires_grad_()) is None, "queries that need a gradient keep the torch operations"
 

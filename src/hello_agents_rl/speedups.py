@@ -21,6 +21,9 @@ OPTIMISATIONS = {
                      "packed into 16-column panels and streamed with a software prefetch (our kernel, "
                      "rollouts/sampling/kernels/) instead of MKL's packed GEMM, which reads and then computes; "
                      "the same products up to float rounding",
+    "merge_and_pack": "with streamed_gemm, a rollout's copies of the weights (LoRA merged, q/k/v and gate/up "
+                      "concatenated, packed into panels) built in one pass of our kernel instead of torch's five "
+                      "passes over them; the same weights up to float rounding",
     "fused_decode_attention": "on CPUs with AVX-512, a decode step's grouped attention (shared_prompt_kv) as one "
                               "kernel (rollouts/sampling/kernels/) that reads each key and value once, instead of "
                               "~9 torch operations per layer; the same attention up to float rounding",

@@ -22,10 +22,12 @@ KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # (keys, values) per layer, e
 class SharedPromptCache:
     """The decode steps' cache: each prompt's keys and values once per group, each row's completion apart.
 
-    prefix: per layer [G, Hkv, P, D] (left-padded prompts); prefix_bias: [G * Hkv, group_size * Hq / Hkv, P],
+    prefix: per layer keys [G, Hkv, D, P] and values [G, Hkv, P, D] (left-padded prompts; the keys transposed once
+    per rollout, so that a query's scores read keys side by side); prefix_bias: [G * Hkv, group_size * Hq / Hkv, P],
     0 at a prompt's tokens and -inf at its pads, in the layout of the group's scores (built once, every layer's);
-    own: per layer [G, Hkv, group_size, slots, D]: the B = G * group_size rows' completions (a group's rows
-    adjacent in the batch), in the group's layout so that its scores need no copy; grown as rows run on.
+    own: per layer keys [G, Hkv, group_size, D, slots] and values [G, Hkv, group_size, slots, D]: the
+    B = G * group_size rows' completions (a group's rows adjacent in the batch), in the group's layout so that its
+    scores need no copy; grown as rows run on.
     """
 
     prefix: KVCache
@@ -44,27 +46,27 @@ def grouped_attention(
 ) -> torch.Tensor:
     """Attention of one query per row over its group's prompt keys, then its own completion keys.
 
-    q: [B, Hq, 1, D] with B = G * group_size, rows of a group adjacent; prefix: keys, values [G, Hkv, P, D];
-    prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: keys, values
-    [G, Hkv, group_size, T, D] (all valid). Query head h reads key head h // (Hq / Hkv), as transformers'
-    repeat_kv. Returns [B, Hq, 1, D].
+    q: [B, Hq, 1, D] with B = G * group_size, rows of a group adjacent; prefix: keys [G, Hkv, D, P], values
+    [G, Hkv, P, D]; prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: keys
+    [G, Hkv, group_size, D, T], values [G, Hkv, group_size, T, D] (all valid). Query head h reads key head
+    h // (Hq / Hkv), as transformers' repeat_kv. Returns [B, Hq, 1, D].
     """
     fused = fused_kernel(q)
     if fused is not None:  # the same, one pass over the keys and values (kernels/decode_step.cpp)
         return fused.decode_attention(q, *prefix, prefix_bias, *own, group_size, scale)
     batch, heads, _, dim = q.shape
     prefix_keys, prefix_values = prefix
-    groups, kv_heads, prompt, _ = prefix_keys.shape
+    groups, kv_heads, _, prompt = prefix_keys.shape
     own_keys, own_values = own
-    r, n, own_length = heads // kv_heads, group_size, own_keys.shape[3]
+    r, n, own_length = heads // kv_heads, group_size, own_keys.shape[4]
     rows = n * r  # a key head's queries in a group
     # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)
     q_group = q.view(groups, n, kv_heads, r, dim).transpose(1, 2).contiguous().mul_(scale)
     scores_prompt = torch.baddbmm(  # [G*Hkv, n*r, P]: the prompt's keys read once per group
         prefix_bias, q_group.view(groups * kv_heads, rows, dim),
-        prefix_keys.view(groups * kv_heads, prompt, dim).transpose(1, 2),
+        prefix_keys.view(groups * kv_heads, dim, prompt),
     )
-    scores_own = torch.matmul(q_group, own_keys.transpose(3, 4))  # [G, Hkv, n, r, T]: each row its own keys
+    scores_own = torch.matmul(q_group, own_keys)  # [G, Hkv, n, r, T]: each row its own keys
     scores = torch.cat([scores_prompt, scores_own.view(groups * kv_heads, rows, own_length)], dim=-1)
     probs = scores.softmax(dim=-1)  # one softmax over both parts
     out = torch.bmm(probs[..., :prompt], prefix_values.view(groups * kv_heads, prompt, dim))  # [G*Hkv, n*r, D]

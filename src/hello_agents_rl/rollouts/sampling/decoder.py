@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from hello_agents_rl.rollouts.sampling import native
 from hello_agents_rl.rollouts.sampling.attention import SharedPromptCache, grouped_attention
-from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight, pack
+from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight, merge_and_pack, pack
 
 # Llama-family decoders this view reproduces exactly: pre-norm, RMSNorm, RoPE, GQA, SwiGLU MLP.
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
@@ -71,7 +71,7 @@ class LinearView:
         """Pack the weight once for this CPU's fastest kernel at `rows` rows per call (frozen_gemm.py): F.linear
         re-packs it for MKL on every call, which at a decode step's few rows costs about as much as the product
         (the same results up to float rounding; a copy of the weight)."""
-        if not self.loras:
+        if not self.loras and self.packed is None:
             self.packed = pack(self.weight, rows)
 
     def merged_weight(self) -> torch.Tensor:
@@ -88,9 +88,14 @@ def fused_bias(parts: list[LinearView]) -> torch.Tensor | None:
     return torch.cat([p.bias if p.bias is not None else p.weight.new_zeros(p.weight.shape[0]) for p in parts])
 
 
-def _fuse(parts: list[LinearView]) -> LinearView:
-    """One projection for several that read the same input: merged LoRA, concatenated outputs (a copy)."""
+def _fuse(parts: list[LinearView], pack_rows: int | None = None) -> LinearView:
+    """One projection for several that read the same input: merged LoRA, concatenated outputs (a copy); with
+    pack_rows, packed for the streamed kernel in the same pass where that is this CPU's kernel."""
     with torch.no_grad():  # a frozen copy for inference: no graph back to the live LoRA weights
+        one_pass = merge_and_pack([p.weight for p in parts], [p.loras for p in parts], pack_rows) if pack_rows else None
+        if one_pass is not None:
+            weight, packed = one_pass
+            return LinearView(weight, fused_bias(parts), packed=packed)
         weight = torch.cat([p.merged_weight() for p in parts], dim=0)
     return LinearView(weight, fused_bias(parts))
 
@@ -214,9 +219,9 @@ class FastDecoder:
         self.fused = size <= FUSE_LIMIT_BYTES if fuse is None else fuse
         if self.fused:  # merged copies live only as long as this view (one rollout)
             for layer in self.layers:
-                layer.qkv, layer.gate_up = [_fuse(layer.qkv)], [_fuse(layer.gate_up)]
-                layer.o, layer.down = _fuse([layer.o]), _fuse([layer.down])
-            self.lm_head = _fuse([self.lm_head]) if self.lm_head.loras else self.lm_head
+                layer.qkv, layer.gate_up = [_fuse(layer.qkv, pack_rows)], [_fuse(layer.gate_up, pack_rows)]
+                layer.o, layer.down = _fuse([layer.o], pack_rows), _fuse([layer.down], pack_rows)
+            self.lm_head = _fuse([self.lm_head], pack_rows) if self.lm_head.loras else self.lm_head
             for linear in self._projections() if pack_rows else ():
                 linear.pack(pack_rows)
 
@@ -271,12 +276,12 @@ class FastDecoder:
         """One decode step: hidden states [B, 1, H] for ids [B, 1], the completions' token `step` (0-based),
         written to the rows' own cache slot `step`; the prompt's keys are read once per group."""
         def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            keys, values = cache.own[index]  # [G, Hkv, n, slots, D]
+            keys, values = cache.own[index]  # [G, Hkv, n, D, slots] and [G, Hkv, n, slots, D]
             groups, n = keys.shape[0], cache.group_size
             # k, v [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D]
-            keys[:, :, :, step], values[:, :, :, step] = (t.view(groups, n, -1, t.shape[-1]).transpose(1, 2)
-                                                          for t in (k, v))
-            own = (keys[:, :, :, : step + 1], values[:, :, :, : step + 1])
+            keys[..., step], values[:, :, :, step] = (t.view(groups, n, -1, t.shape[-1]).transpose(1, 2)
+                                                      for t in (k, v))
+            own = (keys[..., : step + 1], values[:, :, :, : step + 1])
             return grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling)
 
         return self._layers(ids, rope, attend)

@@ -10,6 +10,7 @@ MKL's 6.9 / 12.7), so it stays there. The same products up to float rounding eit
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 import torch
@@ -49,11 +50,12 @@ class PackedWeight:
     """x W^T + b for a frozen weight W [out, in], packed once for `kernel` at ~`rows` rows per call (a hint:
     other row counts give the same products). Holds its own copy in the kernel's layout."""
 
-    def __init__(self, weight: torch.Tensor, rows: int, kernel: str) -> None:
+    def __init__(self, weight: torch.Tensor, rows: int, kernel: str, panels: torch.Tensor | None = None) -> None:
+        """panels: for 'stream', the weight already packed (streamed_gemm.merge_and_pack's)."""
         with torch.no_grad():
             weight = weight.detach()
             if kernel == "stream":
-                self.packed = streamed_gemm.pack(weight)
+                self.packed = streamed_gemm.pack(weight) if panels is None else panels
                 self.weight = weight  # calls of more rows (the prompt pass) take F.linear, faster there
             elif kernel == "onednn":
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
@@ -81,7 +83,39 @@ def packable(weight: torch.Tensor) -> bool:
 def pack(weight: torch.Tensor, rows: int) -> PackedWeight | None:
     """The weight packed for this CPU's fastest kernel at ~`rows` rows per call, or None where F.linear is it."""
     kernel = choose_kernel(cpu_vendor(), rows, weight) if packable(weight) else None
+    if kernel == "stream" and not weight.requires_grad:
+        return PackedWeight(weight, rows, kernel, _frozen_panels(weight))
     return PackedWeight(weight, rows, kernel) if kernel else None
+
+
+# a frozen weight's panels (the LM head's under LoRA), kept from one rollout's decoder to the next while the weight
+# lives unchanged: id -> (the weight, weakly; its version; its panels)
+_PANELS: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
+
+
+def _frozen_panels(weight: torch.Tensor) -> torch.Tensor:
+    kept = _PANELS.get(id(weight))
+    if kept is not None and kept[0]() is weight and kept[1] == weight._version:
+        return kept[2]
+    with torch.no_grad():
+        panels = streamed_gemm.pack(weight.detach())
+    key = id(weight)
+    _PANELS[key] = (weakref.ref(weight, lambda _: _PANELS.pop(key, None)), weight._version, panels)
+    return panels
+
+
+def merge_and_pack(weights: list[torch.Tensor], loras: list[list[tuple[torch.Tensor, torch.Tensor, float]]],
+                   rows: int) -> tuple[torch.Tensor, PackedWeight] | None:
+    """The weights with their LoRA deltas merged, concatenated and packed for the streamed kernel in one pass (the
+    decoder's build: torch's merge, concatenation and packing are five passes over the weights), or None where
+    the streamed kernel is not this CPU's choice at `rows` or the one pass does not apply."""
+    if not speedups.on("merge_and_pack") or choose_kernel(cpu_vendor(), rows, weights[0]) != "stream":
+        return None
+    result = streamed_gemm.merge_and_pack(weights, loras)
+    if result is None:
+        return None
+    merged, panels = result
+    return merged, PackedWeight(merged, rows, "stream", panels)
 
 
 class _FrozenProduct(torch.autograd.Function):

@@ -52,7 +52,8 @@ def prefill_shared(
         first = torch.arange(batch, device=prompts.device)
     rows_per_kv_head = group_size * decoder.num_heads // decoder.num_kv_heads
     bias = prompt_bias(valid[first, :length], decoder.num_kv_heads, rows_per_kv_head, decoder.dtype)
-    own = _buffers(decoder, batch // group_size, min(reserve, extra), prompts.device, (group_size,))
+    prefix = [(k.transpose(-1, -2).contiguous(), v) for k, v in prefix]  # keys [G, Hkv, D, P]: once per rollout
+    own = _own_buffers(decoder, batch // group_size, group_size, min(reserve, extra), prompts.device)
     return SharedPromptCache(prefix, bias, own, group_size), hidden, rope
 
 
@@ -84,23 +85,32 @@ def _prompt_pass(
     return prefix, hidden, (cos, sin), valid
 
 
-def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device,
-             inner: tuple[int, ...] = ()) -> KVCache:
-    """Empty (keys, values) per layer of [rows, Hkv, *inner, slots, D]."""
-    shape = (rows, decoder.num_kv_heads, *inner, slots, decoder.head_dim)
+def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device) -> KVCache:
+    """Empty (keys, values) per layer of [rows, Hkv, slots, D]."""
+    shape = (rows, decoder.num_kv_heads, slots, decoder.head_dim)
     def empty() -> torch.Tensor:
         return torch.empty(shape, dtype=decoder.dtype, device=device)
 
     return [(empty(), empty()) for _ in decoder.layers]
 
 
+def _own_buffers(decoder: FastDecoder, groups: int, group_size: int, slots: int, device: torch.device) -> KVCache:
+    """SharedPromptCache.own, empty: keys [G, Hkv, n, D, slots], values [G, Hkv, n, slots, D]."""
+    kv, d = decoder.num_kv_heads, decoder.head_dim
+    def empty(*shape: int) -> torch.Tensor:
+        return torch.empty(shape, dtype=decoder.dtype, device=device)
+
+    return [(empty(groups, kv, group_size, d, slots), empty(groups, kv, group_size, slots, d)) for _ in decoder.layers]
+
+
 def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
     """The same shared cache with room for `slots` completion tokens per row (amortised doubling, like a dynamic
     cache, not a static one)."""
-    def grown(t: torch.Tensor) -> torch.Tensor:  # [G, Hkv, n, slots, D]
-        more = t.new_empty(*t.shape[:-2], slots - t.shape[-2], t.shape[-1])
-        return torch.cat([t, more], dim=-2)
+    def grown(t: torch.Tensor, dim: int) -> torch.Tensor:  # [G, Hkv, n, slots, D] or [G, Hkv, n, D, slots]
+        shape = list(t.shape)
+        shape[dim] = slots - shape[dim]
+        return torch.cat([t, t.new_empty(shape)], dim=dim)
 
-    own = [(grown(k), grown(v)) for k, v in cache.own]
+    own = [(grown(k, -1), grown(v, -2)) for k, v in cache.own]
     return SharedPromptCache(cache.prefix, cache.prefix_bias, own, cache.group_size)
 

@@ -130,7 +130,7 @@ def sample(
         done = done | torch.isin(token, eos)
         if step + 1 == max_new_tokens or bool(done.all()):
             break
-        slots = cache.own[0][0].shape[-2]
+        slots = cache.own[0][1].shape[-2]  # the values' [G, Hkv, n, slots, D]
         if step >= slots:
             cache = grow_own(cache, min(max_new_tokens, 2 * slots))
         slot = longest + step

@@ -8,6 +8,8 @@
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <cmath>
+#include <array>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -33,30 +35,121 @@ inline __m512 exp_nonpositive(__m512 x) {
   return _mm512_maskz_mov_ps(kept, _mm512_scalef_ps(p, n));  // p * 2^n
 }
 
-inline float dot(const float* __restrict a, const float* __restrict b, int64_t d) {
-  __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b));
-  for (int64_t e = LANES; e < d; e += LANES) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + e), _mm512_loadu_ps(b + e), acc);
-  return _mm512_reduce_add_ps(acc);
+inline __mmask16 first(int64_t count) {  // the first `count` lanes (none, some or all)
+  return count >= LANES ? 0xFFFF : count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
 }
 
-// the cache rows a few steps ahead, into L1: the decode step's weight stream has evicted them
-constexpr int64_t AHEAD = 4;
-inline void prefetch_row(const float* row, int64_t d) {
-  for (int64_t e = 0; e < d; e += LANES) _mm_prefetch(reinterpret_cast<const char*>(row + e), _MM_HINT_T0);
+// `rows` lines of `floats` floats each, `stride` apart, on their way into L2 while the current head computes
+inline void prefetch_lines(const float* base, int64_t rows, int64_t stride, int64_t floats) {
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t e = 0; e < floats; e += LANES)
+      _mm_prefetch(reinterpret_cast<const char*>(base + row * stride + e), _MM_HINT_T1);
 }
 
-inline void axpy(float w, const float* __restrict x, float* __restrict y, int64_t d) {
-  const __m512 wv = _mm512_set1_ps(w);
-  for (int64_t e = 0; e < d; e += LANES)
-    _mm512_storeu_ps(y + e, _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + e), _mm512_loadu_ps(y + e)));
+// s[x][t] = bias[x][t] + q[x] . k[t] for XB queries q [XB][D] and `count` keys stored transposed, kt [D][ldk]
+// (keys adjacent: 32 of them per pass, a register each per query, no horizontal sum); bias nullptr: none
+template <int XB>
+void scores_block(const float* __restrict q, int64_t d, const float* __restrict kt, int64_t ldk, int64_t count,
+                  float* __restrict s, int64_t lds, const float* __restrict bias, int64_t ldb) {
+  for (int64_t t = 0; t < count; t += 2 * LANES) {
+    const __mmask16 m0 = first(count - t), m1 = first(count - t - LANES);
+    __m512 acc0[XB], acc1[XB];
+#pragma GCC unroll 8
+    for (int x = 0; x < XB; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < d; ++e) {
+      const __m512 k0 = _mm512_maskz_loadu_ps(m0, kt + e * ldk + t);
+      const __m512 k1 = _mm512_maskz_loadu_ps(m1, kt + e * ldk + t + LANES);
+#pragma GCC unroll 8
+      for (int x = 0; x < XB; ++x) {
+        const __m512 qx = _mm512_set1_ps(q[x * d + e]);
+        acc0[x] = _mm512_fmadd_ps(qx, k0, acc0[x]);
+        acc1[x] = _mm512_fmadd_ps(qx, k1, acc1[x]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int x = 0; x < XB; ++x) {
+      float* row = s + x * lds + t;
+      if (bias) {
+        acc0[x] = _mm512_add_ps(acc0[x], _mm512_maskz_loadu_ps(m0, bias + x * ldb + t));
+        acc1[x] = _mm512_add_ps(acc1[x], _mm512_maskz_loadu_ps(m1, bias + x * ldb + t + LANES));
+      }
+      _mm512_mask_storeu_ps(row, m0, acc0[x]);
+      _mm512_mask_storeu_ps(row + LANES, m1, acc1[x]);
+    }
+  }
 }
+
+constexpr int SCORE_QUERIES = 8;  // queries per scores_block: 16 accumulators and 2 keys' registers
+using ScoresFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, int64_t);
+constexpr ScoresFn SCORES[SCORE_QUERIES + 1] = {nullptr,          scores_block<1>, scores_block<2>,
+                                                scores_block<3>, scores_block<4>, scores_block<5>,
+                                                scores_block<6>, scores_block<7>, scores_block<8>};
+
+// the scores of `queries` queries (rows d apart), in blocks of up to 8
+inline void scores(const float* q, int64_t queries, int64_t d, const float* kt, int64_t ldk, int64_t count, float* s,
+                   int64_t lds, const float* bias, int64_t ldb) {
+  for (int64_t x = 0; x < queries; x += SCORE_QUERIES) {
+    const auto xb = std::min<int64_t>(SCORE_QUERIES, queries - x);
+    SCORES[xb](q + x * d, d, kt, ldk, count, s + x * lds, lds, bias ? bias + x * ldb : nullptr, ldb);
+  }
+}
+
+// acc[x][0:16C] += sum_t w[x][t] v[t][0:16C] for XB queries' weights w (rows ldw apart) over `count` values v
+// (rows ldv apart): the accumulators stay in registers across the values
+template <int C, int XB>
+inline void weighted_sum(__m512 (&acc)[XB][C], const float* __restrict w, int64_t ldw, const float* __restrict v,
+                         int64_t ldv, int64_t count) {
+  for (int64_t t = 0; t < count; ++t) {
+    __m512 value[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) value[c] = _mm512_loadu_ps(v + t * ldv + c * LANES);
+#pragma GCC unroll 8
+    for (int x = 0; x < XB; ++x) {
+      const __m512 wx = _mm512_set1_ps(w[x * ldw + t]);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[x][c] = _mm512_fmadd_ps(wx, value[c], acc[x][c]);
+    }
+  }
+}
+
+// out[x][0:16C] = (sum_p w[x][p] pv[p] + sum_t w[x][P + t] ov[t]) * inv[x] for XB queries of one row: the prompt's
+// values (shared by the group) and the row's own
+template <int C, int XB>
+void values_block(const float* w, int64_t ldw, const float* pv, int64_t prompt, const float* ov, int64_t ldov,
+                  int64_t own, int64_t d, const float* inv, float* out, int64_t ldo) {
+  __m512 acc[XB][C];
+#pragma GCC unroll 8
+  for (int x = 0; x < XB; ++x)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[x][c] = _mm512_setzero_ps();
+  weighted_sum<C, XB>(acc, w, ldw, pv, d, prompt);
+  weighted_sum<C, XB>(acc, w + prompt, ldw, ov, ldov, own);
+#pragma GCC unroll 8
+  for (int x = 0; x < XB; ++x)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+      _mm512_storeu_ps(out + x * ldo + c * LANES, _mm512_mul_ps(acc[x][c], _mm512_set1_ps(inv[x])));
+}
+
+constexpr int VALUE_QUERIES = 6;  // queries per values_block: 24 accumulators at 64 floats of a head
+using ValuesFn = void (*)(const float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
+                          const float*, float*, int64_t);
+template <int C, int... X>
+constexpr std::array<ValuesFn, VALUE_QUERIES + 1> values_row(std::integer_sequence<int, X...>) {
+  return {nullptr, values_block<C, X + 1>...};
+}
+constexpr std::array<std::array<ValuesFn, VALUE_QUERIES + 1>, 5> VALUES = {
+    std::array<ValuesFn, VALUE_QUERIES + 1>{}, values_row<1>(std::make_integer_sequence<int, VALUE_QUERIES>{}),
+    values_row<2>(std::make_integer_sequence<int, VALUE_QUERIES>{}),
+    values_row<3>(std::make_integer_sequence<int, VALUE_QUERIES>{}),
+    values_row<4>(std::make_integer_sequence<int, VALUE_QUERIES>{})};
 
 // s[0..len) <- exp(s - max), returns the sum (the tail beyond a multiple of 16 masked)
 inline float exp_and_sum(float* s, int64_t len, float max) {
   const __m512 m = _mm512_set1_ps(max);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < len; i += LANES) {
-    const __mmask16 k = len - i >= LANES ? 0xFFFF : static_cast<__mmask16>((1u << (len - i)) - 1);
+    const __mmask16 k = first(len - i);
     const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), m));
     _mm512_mask_storeu_ps(s + i, k, e);
     sum = _mm512_mask_add_ps(sum, k, sum, e);
@@ -64,81 +157,74 @@ inline float exp_and_sum(float* s, int64_t len, float max) {
   return _mm512_reduce_add_ps(sum);
 }
 
+inline float row_max(const float* s, int64_t len) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < len; i += LANES) m = _mm512_mask_max_ps(m, first(len - i), m, _mm512_loadu_ps(s + i));
+  return _mm512_reduce_max_ps(m);
+}
+
 }  // namespace
 
-// q [B, Hq, 1, D] (B = G * n, a group's rows adjacent); prefix keys, values [G, Hkv, P, D]; prefix_bias
-// [G * Hkv, n * r, P] (0 or -inf); own keys, values [G, Hkv, n, T, D] (T valid slots, any slot stride) -> [B, Hq, 1, D]
+// q [B, Hq, 1, D] (B = G * n, a group's rows adjacent); the prompt's keys stored transposed [G, Hkv, D, P] and its
+// values [G, Hkv, P, D]; prefix_bias [G * Hkv, n * r, P] (0 or -inf); each row's own keys transposed
+// [G, Hkv, n, D, T] and values [G, Hkv, n, T, D] (T valid slots, any slot stride) -> [B, Hq, 1, D]
 torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& pk_in, const torch::Tensor& pv_in,
                                const torch::Tensor& bias_in, const torch::Tensor& ok, const torch::Tensor& ov,
                                int64_t n, double scale) {
   const auto B = q_in.size(0), Hq = q_in.size(1), D = q_in.size(3);
-  const auto G = pk_in.size(0), Hkv = pk_in.size(1), P = pk_in.size(2), T = ok.size(3);
+  const auto G = pk_in.size(0), Hkv = pk_in.size(1), P = pk_in.size(3), T = ok.size(4);
   const auto r = Hq / Hkv;
-  TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && ok.stride(4) == 1 && ov.stride(4) == 1 &&
-                  q_in.scalar_type() == torch::kFloat,
-              "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, own caches contiguous in D");
+  TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && pk_in.size(2) == D && ok.size(3) == D &&
+                  ok.stride(4) == 1 && ov.stride(4) == 1 && ov.size(3) == T && q_in.scalar_type() == torch::kFloat,
+              "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, keys [.., D, slots] and values "
+              "[.., slots, D] contiguous in their last dimension");
   const auto q = q_in.contiguous(), pk = pk_in.contiguous(), pv = pv_in.contiguous(), bias = bias_in.contiguous();
   auto out = torch::empty({B, Hq, 1, D}, q.options());
   const float *Q = q.data_ptr<float>(), *PK = pk.data_ptr<float>(), *PV = pv.data_ptr<float>();
   const float *BIAS = bias.data_ptr<float>(), *OK = ok.data_ptr<float>(), *OV = ov.data_ptr<float>();
   const auto ks = ok.strides(), vs = ov.strides();
   float* O = out.data_ptr<float>();
-  const auto rows = n * r;  // a key head's queries in a group
+  const auto rows = n * r;  // a key head's queries in a group: row i's r queries at i * r
+  const auto width = P + T;  // a query's scores: the prompt's, then its own
   at::parallel_for(0, G * Hkv, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> qs(rows * D), scores(rows * (P + T)), acc(rows * D), inv(rows);
+    std::vector<float> qs(rows * D), sc(rows * width), inv(rows);
     for (int64_t gh = lo; gh < hi; ++gh) {
       const int64_t g = gh / Hkv, kh = gh % Hkv;
+      if (gh + 1 < hi) {  // the next head's prompt and own caches, into L2 while this one computes
+        const int64_t g1 = (gh + 1) / Hkv, kh1 = (gh + 1) % Hkv;
+        prefetch_lines(PK + (gh + 1) * D * P, D, P, P);
+        prefetch_lines(PV + (gh + 1) * P * D, P, D, D);
+        for (int64_t i = 0; i < n; ++i) {
+          prefetch_lines(OK + g1 * ks[0] + kh1 * ks[1] + i * ks[2], D, ks[3], T);
+          prefetch_lines(OV + g1 * vs[0] + kh1 * vs[1] + i * vs[2], T, vs[3], D);
+        }
+      }
       for (int64_t i = 0; i < n; ++i)  // the queries, scaled: row i, head j at qs[(i * r + j) * D]
         for (int64_t j = 0; j < r; ++j) {
           const float* src = Q + ((g * n + i) * Hq + kh * r + j) * D;
           for (int64_t e = 0; e < D; ++e) qs[(i * r + j) * D + e] = src[e] * static_cast<float>(scale);
         }
-      const float *keys = PK + gh * P * D, *values = PV + gh * P * D, *b = BIAS + gh * rows * P;
-      for (int64_t p = 0; p < P; ++p) {  // the prompt's keys, each read once for all the group's queries
-        if (p + AHEAD < P) prefetch_row(keys + (p + AHEAD) * D, D);
-        for (int64_t x = 0; x < rows; ++x)
-          scores[x * (P + T) + p] = b[x * P + p] + dot(qs.data() + x * D, keys + p * D, D);
-      }
-      for (int64_t i = 0; i < n; ++i) {  // each row's own keys
-        const float* own = OK + g * ks[0] + kh * ks[1] + i * ks[2];
-        for (int64_t t = 0; t < T; ++t) {
-          if (t + AHEAD < T) prefetch_row(own + (t + AHEAD) * ks[3], D);
-          for (int64_t j = 0; j < r; ++j) {
-            const int64_t x = i * r + j;
-            scores[x * (P + T) + P + t] = dot(qs.data() + x * D, own + t * ks[3], D);
-          }
-        }
-      }
-      for (int64_t x = 0; x < rows; ++x) {
-        float* s = scores.data() + x * (P + T);
-        float m = -INFINITY;
-        for (int64_t p = 0; p < P + T; ++p) m = std::max(m, s[p]);
-        inv[x] = 1.0f / exp_and_sum(s, P + T, m);
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = 0; p < P; ++p) {  // the prompt's values, each read once
-        if (p + AHEAD < P) prefetch_row(values + (p + AHEAD) * D, D);
-        for (int64_t x = 0; x < rows; ++x) {
-          const float w = scores[x * (P + T) + p];
-          if (w != 0.0f) axpy(w, values + p * D, acc.data() + x * D, D);
-        }
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const float* own = OV + g * vs[0] + kh * vs[1] + i * vs[2];
-        for (int64_t t = 0; t < T; ++t) {
-          if (t + AHEAD < T) prefetch_row(own + (t + AHEAD) * vs[3], D);
-          for (int64_t j = 0; j < r; ++j) {
-            const int64_t x = i * r + j;
-            axpy(scores[x * (P + T) + P + t], own + t * vs[3], acc.data() + x * D, D);
-          }
-        }
-      }
+      // the prompt's keys, each read once for all the group's queries; then each row's own keys
+      scores(qs.data(), rows, D, PK + gh * D * P, P, P, sc.data(), width, BIAS + gh * rows * P, P);
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < r; ++j) {
-          const int64_t x = i * r + j;
-          float* dst = O + ((g * n + i) * Hq + kh * r + j) * D;
-          for (int64_t e = 0; e < D; ++e) dst[e] = acc[x * D + e] * inv[x];
+        scores(qs.data() + i * r * D, r, D, OK + g * ks[0] + kh * ks[1] + i * ks[2], ks[3], T,
+               sc.data() + i * r * width + P, width, nullptr, 0);
+      for (int64_t x = 0; x < rows; ++x) {
+        float* s = sc.data() + x * width;
+        inv[x] = 1.0f / exp_and_sum(s, width, row_max(s, width));
+      }
+      for (int64_t i = 0; i < n; ++i) {  // row i's queries in blocks of up to 6, 64 floats of the head at a time
+        const float* own = OV + g * vs[0] + kh * vs[1] + i * vs[2];
+        for (int64_t j = 0; j < r; j += VALUE_QUERIES) {
+          const auto xb = std::min<int64_t>(VALUE_QUERIES, r - j);
+          const auto x = i * r + j;
+          for (int64_t e = 0; e < D; e += 4 * LANES) {
+            const auto chunks = std::min<int64_t>(4, (D - e) / LANES);
+            VALUES[chunks][xb](sc.data() + x * width, width, PV + gh * P * D + e, P, own + e, vs[3], T, D,
+                               inv.data() + x, O + ((g * n + i) * Hq + kh * r + j) * D + e, D);
+          }
         }
+      }
     }
   });
   return out;
