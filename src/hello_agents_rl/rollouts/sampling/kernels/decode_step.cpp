@@ -39,24 +39,50 @@ inline __mmask16 first(int64_t count) {  // the first `count` lanes (none, some 
   return count >= LANES ? 0xFFFF : count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
 }
 
-// `rows` lines of `floats` floats each, `stride` apart, on their way into L2 while the current head computes
-inline void prefetch_lines(const float* base, int64_t rows, int64_t stride, int64_t floats) {
-  for (int64_t row = 0; row < rows; ++row)
-    for (int64_t e = 0; e < floats; e += LANES)
-      _mm_prefetch(reinterpret_cast<const char*>(base + row * stride + e), _MM_HINT_T1);
-}
+// The next head's caches, sent for into L2 a few lines at a time from inside the current head's loops: a burst of
+// prefetches at the head's start stalls on the core's few outstanding misses just as demand loads do, while a
+// trickle keeps them busy under the current head's arithmetic (a head's caches are ~80-340 KB at 4x4-8x8)
+class Lookahead {
+ public:
+  void clear() { regions_.clear(), region_ = row_ = offset_ = 0; }
+  // `rows` runs of `floats` floats, `stride` floats apart
+  void add(const float* base, int64_t rows, int64_t stride, int64_t floats) {
+    if (rows > 0 && floats > 0) regions_.push_back({reinterpret_cast<const char*>(base), rows, stride * 4, floats * 4});
+  }
+  inline void step() {
+    for (int line = 0; line < LINES_PER_STEP && region_ < regions_.size(); ++line) {
+      const Region& at = regions_[region_];
+      _mm_prefetch(at.base + row_ * at.stride + offset_, _MM_HINT_T1);
+      if ((offset_ += 64) >= at.bytes) {
+        offset_ = 0;
+        if (++row_ == at.rows) row_ = 0, ++region_;
+      }
+    }
+  }
+
+ private:
+  static constexpr int LINES_PER_STEP = 2;  // a step is ~16 FMAs: 2 lines keep ~16 misses in flight per core
+  struct Region {
+    const char* base;
+    int64_t rows, stride, bytes;
+  };
+  std::vector<Region> regions_;
+  size_t region_ = 0;
+  int64_t row_ = 0, offset_ = 0;
+};
 
 // s[x][t] = bias[x][t] + q[x] . k[t] for XB queries q [XB][D] and `count` keys stored transposed, kt [D][ldk]
 // (keys adjacent: 32 of them per pass, a register each per query, no horizontal sum); bias nullptr: none
 template <int XB>
 void scores_block(const float* __restrict q, int64_t d, const float* __restrict kt, int64_t ldk, int64_t count,
-                  float* __restrict s, int64_t lds, const float* __restrict bias, int64_t ldb) {
+                  float* __restrict s, int64_t lds, const float* __restrict bias, int64_t ldb, Lookahead& ahead) {
   for (int64_t t = 0; t < count; t += 2 * LANES) {
     const __mmask16 m0 = first(count - t), m1 = first(count - t - LANES);
     __m512 acc0[XB], acc1[XB];
 #pragma GCC unroll 8
     for (int x = 0; x < XB; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
     for (int64_t e = 0; e < d; ++e) {
+      ahead.step();
       const __m512 k0 = _mm512_maskz_loadu_ps(m0, kt + e * ldk + t);
       const __m512 k1 = _mm512_maskz_loadu_ps(m1, kt + e * ldk + t + LANES);
 #pragma GCC unroll 8
@@ -80,17 +106,18 @@ void scores_block(const float* __restrict q, int64_t d, const float* __restrict 
 }
 
 constexpr int SCORE_QUERIES = 8;  // queries per scores_block: 16 accumulators and 2 keys' registers
-using ScoresFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, int64_t);
+using ScoresFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, int64_t,
+                         Lookahead&);
 constexpr ScoresFn SCORES[SCORE_QUERIES + 1] = {nullptr,          scores_block<1>, scores_block<2>,
                                                 scores_block<3>, scores_block<4>, scores_block<5>,
                                                 scores_block<6>, scores_block<7>, scores_block<8>};
 
 // the scores of `queries` queries (rows d apart), in blocks of up to 8
 inline void scores(const float* q, int64_t queries, int64_t d, const float* kt, int64_t ldk, int64_t count, float* s,
-                   int64_t lds, const float* bias, int64_t ldb) {
+                   int64_t lds, const float* bias, int64_t ldb, Lookahead& ahead) {
   for (int64_t x = 0; x < queries; x += SCORE_QUERIES) {
     const auto xb = std::min<int64_t>(SCORE_QUERIES, queries - x);
-    SCORES[xb](q + x * d, d, kt, ldk, count, s + x * lds, lds, bias ? bias + x * ldb : nullptr, ldb);
+    SCORES[xb](q + x * d, d, kt, ldk, count, s + x * lds, lds, bias ? bias + x * ldb : nullptr, ldb, ahead);
   }
 }
 
@@ -98,8 +125,9 @@ inline void scores(const float* q, int64_t queries, int64_t d, const float* kt, 
 // (rows ldv apart): the accumulators stay in registers across the values
 template <int C, int XB>
 inline void weighted_sum(__m512 (&acc)[XB][C], const float* __restrict w, int64_t ldw, const float* __restrict v,
-                         int64_t ldv, int64_t count) {
+                         int64_t ldv, int64_t count, Lookahead& ahead) {
   for (int64_t t = 0; t < count; ++t) {
+    ahead.step();
     __m512 value[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) value[c] = _mm512_loadu_ps(v + t * ldv + c * LANES);
@@ -116,14 +144,14 @@ inline void weighted_sum(__m512 (&acc)[XB][C], const float* __restrict w, int64_
 // values (shared by the group) and the row's own
 template <int C, int XB>
 void values_block(const float* w, int64_t ldw, const float* pv, int64_t prompt, const float* ov, int64_t ldov,
-                  int64_t own, int64_t d, const float* inv, float* out, int64_t ldo) {
+                  int64_t own, int64_t d, const float* inv, float* out, int64_t ldo, Lookahead& ahead) {
   __m512 acc[XB][C];
 #pragma GCC unroll 8
   for (int x = 0; x < XB; ++x)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[x][c] = _mm512_setzero_ps();
-  weighted_sum<C, XB>(acc, w, ldw, pv, d, prompt);
-  weighted_sum<C, XB>(acc, w + prompt, ldw, ov, ldov, own);
+  weighted_sum<C, XB>(acc, w, ldw, pv, d, prompt, ahead);
+  weighted_sum<C, XB>(acc, w + prompt, ldw, ov, ldov, own, ahead);
 #pragma GCC unroll 8
   for (int x = 0; x < XB; ++x)
 #pragma GCC unroll 8
@@ -133,7 +161,7 @@ void values_block(const float* w, int64_t ldw, const float* pv, int64_t prompt, 
 
 constexpr int VALUE_QUERIES = 6;  // queries per values_block: 24 accumulators at 64 floats of a head
 using ValuesFn = void (*)(const float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
-                          const float*, float*, int64_t);
+                          const float*, float*, int64_t, Lookahead&);
 template <int C, int... X>
 constexpr std::array<ValuesFn, VALUE_QUERIES + 1> values_row(std::integer_sequence<int, X...>) {
   return {nullptr, values_block<C, X + 1>...};
@@ -188,15 +216,17 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
   const auto width = P + T;  // a query's scores: the prompt's, then its own
   at::parallel_for(0, G * Hkv, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> qs(rows * D), sc(rows * width), inv(rows);
+    Lookahead ahead;
     for (int64_t gh = lo; gh < hi; ++gh) {
       const int64_t g = gh / Hkv, kh = gh % Hkv;
-      if (gh + 1 < hi) {  // the next head's prompt and own caches, into L2 while this one computes
+      ahead.clear();
+      if (gh + 1 < hi) {  // the next head's prompt and own caches, fetched under this one's arithmetic
         const int64_t g1 = (gh + 1) / Hkv, kh1 = (gh + 1) % Hkv;
-        prefetch_lines(PK + (gh + 1) * D * P, D, P, P);
-        prefetch_lines(PV + (gh + 1) * P * D, P, D, D);
+        ahead.add(PK + (gh + 1) * D * P, 1, 0, D * P);
+        ahead.add(PV + (gh + 1) * P * D, 1, 0, P * D);
         for (int64_t i = 0; i < n; ++i) {
-          prefetch_lines(OK + g1 * ks[0] + kh1 * ks[1] + i * ks[2], D, ks[3], T);
-          prefetch_lines(OV + g1 * vs[0] + kh1 * vs[1] + i * vs[2], T, vs[3], D);
+          ahead.add(OK + g1 * ks[0] + kh1 * ks[1] + i * ks[2], D, ks[3], T);
+          ahead.add(OV + g1 * vs[0] + kh1 * vs[1] + i * vs[2], 1, 0, T * vs[3]);
         }
       }
       for (int64_t i = 0; i < n; ++i)  // the queries, scaled: row i, head j at qs[(i * r + j) * D]
@@ -205,10 +235,10 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
           for (int64_t e = 0; e < D; ++e) qs[(i * r + j) * D + e] = src[e] * static_cast<float>(scale);
         }
       // the prompt's keys, each read once for all the group's queries; then each row's own keys
-      scores(qs.data(), rows, D, PK + gh * D * P, P, P, sc.data(), width, BIAS + gh * rows * P, P);
+      scores(qs.data(), rows, D, PK + gh * D * P, P, P, sc.data(), width, BIAS + gh * rows * P, P, ahead);
       for (int64_t i = 0; i < n; ++i)
         scores(qs.data() + i * r * D, r, D, OK + g * ks[0] + kh * ks[1] + i * ks[2], ks[3], T,
-               sc.data() + i * r * width + P, width, nullptr, 0);
+               sc.data() + i * r * width + P, width, nullptr, 0, ahead);
       for (int64_t x = 0; x < rows; ++x) {
         float* s = sc.data() + x * width;
         inv[x] = 1.0f / exp_and_sum(s, width, row_max(s, width));
@@ -221,7 +251,7 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
           for (int64_t e = 0; e < D; e += 4 * LANES) {
             const auto chunks = std::min<int64_t>(4, (D - e) / LANES);
             VALUES[chunks][xb](sc.data() + x * width, width, PV + gh * P * D + e, P, own + e, vs[3], T, D,
-                               inv.data() + x, O + ((g * n + i) * Hq + kh * r + j) * D + e, D);
+                               inv.data() + x, O + ((g * n + i) * Hq + kh * r + j) * D + e, D, ahead);
           }
         }
       }

@@ -14,10 +14,11 @@ constexpr int64_t PANEL = 16;             // output columns per panel: one AVX-5
 constexpr int64_t LANES_W = 16;           // fp32 lanes of a register
 constexpr int64_t PREFETCH_FLOATS = 1024; // 4 KB ahead: the best of 0.5-32 KB on a 2-core Xeon (session 12)
 
-// rows x 16 outputs of one panel: acc[m] += x[m][k] * panel[k][:], x read transposed [K][16] (one line per k)
+// rows x 16 outputs of one panel: acc[m] += x[m][k] * panel[k][:], each x[m][k] broadcast from x's own rows (ldx
+// apart: no transposed copy of x, whose scattered stores cost more than a small call's product)
 template <int ROWS>
-void panel_block(const float* __restrict panel, const float* __restrict xt, int64_t k, float* __restrict y,
-                 int64_t ldy, bool prefetch) {
+void panel_block(const float* __restrict panel, const float* __restrict x, int64_t ldx, int64_t k,
+                 float* __restrict y, int64_t ldy, bool prefetch) {
   __m512 acc[ROWS];
 #pragma GCC unroll 16
   for (int m = 0; m < ROWS; ++m) acc[m] = _mm512_setzero_ps();
@@ -25,15 +26,14 @@ void panel_block(const float* __restrict panel, const float* __restrict xt, int6
   for (int64_t i = 0; i < k; ++i) {  // unrolled: hot in cache 31 GB/s of weights against 26 rolled (MKL's 30)
     if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(panel + i * PANEL + PREFETCH_FLOATS), _MM_HINT_T1);
     const __m512 w = _mm512_loadu_ps(panel + i * PANEL);
-    const float* xk = xt + i * PANEL;
 #pragma GCC unroll 16
-    for (int m = 0; m < ROWS; ++m) acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(xk[m]), w, acc[m]);
+    for (int m = 0; m < ROWS; ++m) acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * ldx + i]), w, acc[m]);
   }
 #pragma GCC unroll 16
   for (int m = 0; m < ROWS; ++m) _mm512_storeu_ps(y + m * ldy, acc[m]);
 }
 
-using Block = void (*)(const float*, const float*, int64_t, float*, int64_t, bool);
+using Block = void (*)(const float*, const float*, int64_t, int64_t, float*, int64_t, bool);
 constexpr Block BLOCKS[PANEL + 1] = {
     nullptr,          panel_block<1>,  panel_block<2>,  panel_block<3>,  panel_block<4>,  panel_block<5>,
     panel_block<6>,   panel_block<7>,  panel_block<8>,  panel_block<9>,  panel_block<10>, panel_block<11>,
@@ -117,30 +117,16 @@ torch::Tensor linear(const torch::Tensor& x_in, const torch::Tensor& panels, con
               "linear: x [M, K] fp32 and panels [N/16, K, 16]");
   const auto m = x_in.size(0), k = x_in.size(1), count = panels.size(0), n = count * PANEL;
   const auto blocks = (m + PANEL - 1) / PANEL;
-  // x transposed by blocks of 16 rows, zero-padded: [blocks, K, 16] (one loop: three torch operations cost more
-  // than the copy at a decode step's 16 rows x 576)
   const auto x = x_in.contiguous();
-  auto xt = torch::empty({blocks, k, PANEL}, x.options());
-  const float* xi = x.data_ptr<float>();
-  float* xo = xt.data_ptr<float>();
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t row = 0; row < PANEL; ++row) {
-      const auto r = b * PANEL + row;
-      float* dst = xo + b * k * PANEL + row;
-      if (r < m)
-        for (int64_t e = 0; e < k; ++e) dst[e * PANEL] = xi[r * k + e];
-      else
-        for (int64_t e = 0; e < k; ++e) dst[e * PANEL] = 0.0f;
-    }
   auto y = torch::empty({m, n}, x_in.options());
   const float* p = panels.data_ptr<float>();
-  const float* xs = xt.data_ptr<float>();
+  const float* xs = x.data_ptr<float>();
   float* ys = y.data_ptr<float>();
   at::parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {  // each thread streams its own run of panels
     for (int64_t j = lo; j < hi; ++j) {
       for (int64_t b = 0; b < blocks; ++b) {  // later blocks find the panel in cache: prefetch with the first only
         const auto rows = std::min<int64_t>(PANEL, m - b * PANEL);
-        BLOCKS[rows](p + j * k * PANEL, xs + b * k * PANEL, k, ys + b * PANEL * n + j * PANEL, n, b == 0);
+        BLOCKS[rows](p + j * k * PANEL, xs + b * PANEL * k, k, k, ys + b * PANEL * n + j * PANEL, n, b == 0);
       }
     }
   });
