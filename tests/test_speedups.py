@@ -180,7 +180,8 @@ def test_the_streamed_gemm_is_chosen_at_a_decode_steps_rows_on_intel(monkeypatch
     _stream_kernel_or_skip()
     choose, aligned, ragged = frozen_gemm.choose_kernel, torch.zeros(48, 8), torch.zeros(50, 8)
     assert choose("GenuineIntel", 16, aligned) == "stream" and choose("", 4, aligned) == "stream"
-    assert choose("GenuineIntel", 17, aligned) == "mkl", "more rows: MKL is faster"
+    assert choose("GenuineIntel", 64, aligned) == "stream", "8x8's decode rows: its tiles"
+    assert choose("GenuineIntel", 65, aligned) == "mkl", "more rows: MKL is as fast"
     assert choose("GenuineIntel", 16, ragged) == "mkl", "outputs not a multiple of 16 panels"
     if torch.backends.mkldnn.is_available():
         assert choose("AuthenticAMD", 16, aligned) == "onednn", "measured on Intel only"
@@ -208,7 +209,7 @@ def test_merge_and_pack_gives_torchs_merged_weights_and_their_panels(monkeypatch
     torch.testing.assert_close(packed(x), x @ expected.t(), atol=1e-4, rtol=1e-5)
     assert streamed_gemm.merge_and_pack([torch.randn(40, 40)], [[]]) is None, "rows not a multiple of 16"
     assert streamed_gemm.merge_and_pack(weights[:1], [loras[0] * 2]) is None, "two adapters: torch's merge"
-    assert frozen_gemm.merge_and_pack(weights, loras, 17) is None, "more rows: MKL's kernel, torch's merge"
+    assert frozen_gemm.merge_and_pack(weights, loras, 65) is None, "more rows: MKL's kernel, torch's merge"
     monkeypatch.setenv(speedups.OFF_SWITCH, "merge_and_pack")
     assert frozen_gemm.merge_and_pack(weights, loras, 16) is None
 

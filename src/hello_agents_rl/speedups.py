@@ -17,7 +17,7 @@ OPTIMISATIONS = {
     "packed_weights": "the sampler's fp32 matmuls on weights packed once per rollout for the CPU's GEMM (MKL's on "
                       "Intel, oneDNN's elsewhere: onednn_gemm): the same products up to float rounding, without "
                       "re-packing every weight on every call",
-    "streamed_gemm": "on Intel CPUs with AVX-512, the sampler's products at a decode step's <= 16 rows on weights "
+    "streamed_gemm": "on Intel CPUs with AVX-512, the sampler's products at a decode step's <= 64 rows on weights "
                      "packed into 16-column panels and streamed with a software prefetch (our kernel, "
                      "rollouts/sampling/kernels/) instead of MKL's packed GEMM, which reads and then computes; "
                      "the same products up to float rounding",

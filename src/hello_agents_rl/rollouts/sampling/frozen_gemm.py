@@ -35,7 +35,7 @@ def cpu_vendor() -> str:
 
 def choose_kernel(vendor: str, rows: int, weight: torch.Tensor | None = None) -> str | None:
     """'stream', 'onednn', 'mkl' or None (F.linear as it is) for a frozen fp32 weight multiplied ~`rows` rows at a
-    time ('stream': streamed_gemm.py's kernel, measured on Intel only, at a decode step's <= 16 rows)."""
+    time ('stream': streamed_gemm.py's kernel, measured on Intel only, at a decode step's <= 64 rows)."""
     if not speedups.on("packed_weights"):
         return None
     if (weight is not None and vendor in ("", "GenuineIntel") and speedups.on("streamed_gemm")

@@ -1,5 +1,5 @@
 """The decode step's own fp32 GEMM (kernels/streamed_gemm.cpp): a frozen weight packed into 16-column panels and
-streamed with a software prefetch, for the few rows (<= 16) of a 4x4 decode step.
+streamed with a software prefetch, for a decode step's rows (<= 64: 4x4's 16, 8x8's 64).
 
 MKL's packed GEMM at 16 rows reads each panel and then computes on it, one after the other, so it streams weights
 at about half the machine's read bandwidth (docs/performance.md, gemm-limits); this kernel computes on one line
@@ -17,7 +17,7 @@ from hello_agents_rl.rollouts.sampling import native
 
 PANEL = 16  # output columns per panel: the kernel's register width
 # above this many rows per call MKL's GEMM is faster (benchmarks/gemm_kernels.py's sweep: docs/performance.md)
-MAX_ROWS = 16
+MAX_ROWS = 64
 
 
 def kernels() -> tuple[Any | None, str | None]:

@@ -1,11 +1,14 @@
-// y = x W^T (+ b) for a decode step's few rows (<= 16 per block) on a frozen fp32 weight packed into panels of 16
-// output columns, [N/16][K][16], streamed once per call with a software prefetch 4 KB ahead into L2.
-// Why by hand: at 16 rows MKL's and oneDNN's fp32 GEMMs read a weight panel, then compute on it, one after the other
-// (docs/performance.md, gemm-limits); here each k step's 16 FMAs run while later lines are already on their way.
+// y = x W^T (+ b) for a decode step's rows (<= 64) on a frozen fp32 weight packed into panels of 16 output columns,
+// [N/16][K][16], streamed once per call with a software prefetch into L2: blocks of 16 rows x 1 panel up to 16
+// rows (memory-bound), tiles of 6 rows x 4 panels above (compute-bound: 8x8's 64 rows).
+// Why by hand: at these rows MKL's and oneDNN's fp32 GEMMs read a weight panel, then compute on it, one after the
+// other (docs/performance.md, gemm-limits); here the arithmetic runs while later lines are already on their way.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -38,6 +41,59 @@ constexpr Block BLOCKS[PANEL + 1] = {
     nullptr,          panel_block<1>,  panel_block<2>,  panel_block<3>,  panel_block<4>,  panel_block<5>,
     panel_block<6>,   panel_block<7>,  panel_block<8>,  panel_block<9>,  panel_block<10>, panel_block<11>,
     panel_block<12>,  panel_block<13>, panel_block<14>, panel_block<15>, panel_block<16>};
+
+// MR rows x PC panels at once, for more rows than one register block of the above holds (8x8's 64 rows, where the
+// product is compute-bound): 6 rows x 4 panels keep 24 accumulators in registers, each k step 24 FMAs on 4 weight
+// loads and 6 broadcasts (the 16-row block's 16 FMAs take 17 loads); later row blocks find the 4 panels in L2
+// ahead, step: the next tile's panels, `step` floats of them sent for into L2 per k step (its first row block takes
+// them in from memory otherwise, while the other row blocks leave the memory idle)
+template <int MR, int PC>
+void tile(const float* __restrict panel, int64_t k, const float* __restrict x, int64_t ldx, float* __restrict y,
+          int64_t ldy, bool prefetch, const float* ahead, int64_t step) {
+  __m512 acc[MR][PC];
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 8
+    for (int c = 0; c < PC; ++c) acc[m][c] = _mm512_setzero_ps();
+  const int64_t stride = k * PANEL;  // between the tile's panels
+#pragma GCC unroll 2
+  for (int64_t i = 0; i < k; ++i) {
+    if (ahead) _mm_prefetch(reinterpret_cast<const char*>(ahead + i * step), _MM_HINT_T1);
+    __m512 w[PC];
+#pragma GCC unroll 8
+    for (int c = 0; c < PC; ++c) {
+      if (prefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(panel + c * stride + i * PANEL + PREFETCH_FLOATS), _MM_HINT_T1);
+      w[c] = _mm512_loadu_ps(panel + c * stride + i * PANEL);
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const __m512 xm = _mm512_set1_ps(x[m * ldx + i]);
+#pragma GCC unroll 8
+      for (int c = 0; c < PC; ++c) acc[m][c] = _mm512_fmadd_ps(xm, w[c], acc[m][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 8
+    for (int c = 0; c < PC; ++c) _mm512_storeu_ps(y + m * ldy + c * PANEL, acc[m][c]);
+}
+
+#ifndef TILE_SHAPE_ROWS
+#define TILE_SHAPE_ROWS 6
+#define TILE_SHAPE_PANELS 4
+#endif
+constexpr int TILE_ROWS = TILE_SHAPE_ROWS, TILE_PANELS = TILE_SHAPE_PANELS;
+using Tile = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, bool, const float*, int64_t);
+template <int MR, int... PC>
+constexpr std::array<Tile, TILE_PANELS + 1> tile_row(std::integer_sequence<int, PC...>) {
+  return {nullptr, tile<MR, PC + 1>...};
+}
+template <int... MR>
+constexpr std::array<std::array<Tile, TILE_PANELS + 1>, TILE_ROWS + 1> tile_table(std::integer_sequence<int, MR...>) {
+  return {std::array<Tile, TILE_PANELS + 1>{}, tile_row<MR + 1>(std::make_integer_sequence<int, TILE_PANELS>{})...};
+}
+constexpr auto TILES = tile_table(std::make_integer_sequence<int, TILE_ROWS>{});
 
 }  // namespace
 
@@ -122,6 +178,28 @@ torch::Tensor linear(const torch::Tensor& x_in, const torch::Tensor& panels, con
   const float* p = panels.data_ptr<float>();
   const float* xs = x.data_ptr<float>();
   float* ys = y.data_ptr<float>();
+  if (m > PANEL) {  // compute-bound: tiles of 6 rows x 4 panels, each thread its own run of panels
+    at::parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+      const auto row_blocks = (m + TILE_ROWS - 1) / TILE_ROWS;
+      for (int64_t j = lo; j < hi; j += TILE_PANELS) {
+        const auto panels_here = std::min<int64_t>(TILE_PANELS, hi - j);
+        const auto next = j + TILE_PANELS, next_panels = std::min<int64_t>(TILE_PANELS, hi - next);
+        // the next tile's panels spread over this tile's later row blocks: 1/2 to 1 line per k step
+        const int64_t step = row_blocks > 1 && next_panels > 0
+            ? std::clamp<int64_t>((next_panels * PANEL + row_blocks - 2) / (row_blocks - 1), PANEL / 2, PANEL) : 0;
+        const float* next_start = p + next * k * PANEL;
+        const float* next_end = next_start + next_panels * k * PANEL;
+        for (int64_t b = 0; b < row_blocks; ++b) {
+          const auto row = b * TILE_ROWS, rows = std::min<int64_t>(TILE_ROWS, m - row);
+          const float* ahead = b > 0 && step ? next_start + (b - 1) * k * step : nullptr;
+          TILES[rows][panels_here](p + j * k * PANEL, k, xs + row * k, k, ys + row * n + j * PANEL, n,
+                                   b == 0 && j == lo, ahead < next_end ? ahead : nullptr, step);
+        }
+      }
+    });
+    if (bias.has_value() && bias->defined()) y.add_(*bias);
+    return y;
+  }
   at::parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {  // each thread streams its own run of panels
     for (int64_t j = lo; j < hi; ++j) {
       for (int64_t b = 0; b < blocks; ++b) {  // later blocks find the panel in cache: prefetch with the first only
