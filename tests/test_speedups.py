@@ -6,7 +6,8 @@ streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows o
 merge_and_pack: torch's merged and concatenated weights and their panels, a frozen weight's panels kept while it lives;
 fused_decode_attention: the torch operations' attention (pads masked, grouped heads, views into a longer cache);
 fused_norm_and_rope: the torch operations' values at a decode step's rows; inverse_cdf: the categorical distribution
-(zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
+(zeros never drawn, the tail's tiny probabilities kept), seeded; fused_draw: the same, from tempered logits, and
+draw's tokens on the same uniforms; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
 values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
 """
@@ -403,6 +404,43 @@ def test_inverse_cdf_is_seeded_and_switchable(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(speedups.OFF_SWITCH, "inverse_cdf")
     expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(5)).squeeze(1)
     assert torch.equal(draw(probs, torch.Generator().manual_seed(5)), expected), "off: torch.multinomial's draws"
+
+
+# --- fused_draw ----------------------------------------------------------------------------------------------
+
+
+def test_the_fused_draw_draws_softmax_of_the_tempered_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logits T log p at temperature T: the categorical distribution p (zeros never drawn, the tail kept), and
+    on the same uniforms the tokens of softmax then `draw` wherever rounding does not move a boundary."""
+    from hello_agents_rl.rollouts.sampling.sampler import fused_draw
+
+    _kernel_or_skip("decode_step")
+    probs, tail = _probs()
+    temperature, batch, batches = 0.7, 20_000, 10
+    rows = (temperature * probs.log()).expand(batch, -1).contiguous()
+    fused = fused_draw(rows, None, 1.0)
+    assert fused is not None
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.cat([fused.sample_rows(rows, temperature, torch.rand(batch, generator=generator,
+                                                                        dtype=torch.float64), DRAW_BLOCK)
+                        for _ in range(batches)])
+    counts, n = torch.bincount(tokens, minlength=probs.numel()).double(), batch * batches
+    assert counts[probs == 0].sum() == 0, "an entry of probability 0 is never drawn"
+    for entry in (3, 700, 2060, probs.numel() - 1):
+        p = float(probs[entry])
+        assert abs(counts[entry] / n - p) < 5 * (p * (1 - p) / n) ** 0.5, entry
+    tail_mass = float(probs[tail].sum())
+    assert abs(counts[tail].sum() / n - tail_mass) < 5 * (tail_mass * (1 - tail_mass) / n) ** 0.5, "the tail's mass"
+    logits = torch.randn(512, 3 * DRAW_BLOCK + 7, generator=generator) * 4
+    ours = fused.sample_rows(logits, temperature, torch.rand(512, generator=torch.Generator().manual_seed(3),
+                                                              dtype=torch.float64), DRAW_BLOCK)
+    theirs = draw((logits / temperature).softmax(-1), torch.Generator().manual_seed(3))
+    assert (ours == theirs).float().mean() > 0.99, "the same uniforms: the same tokens up to rounding"
+    assert fused_draw(logits, 50, 1.0) is None and fused_draw(logits, None, 0.9) is None, "top-k, top-p: torch's"
+    monkeypatch.setenv(speedups.OFF_SWITCH, "fused_draw")
+    assert fused_draw(logits, None, 1.0) is None
+    monkeypatch.setenv(speedups.OFF_SWITCH, "inverse_cdf")
+    assert fused_draw(logits, None, 1.0) is None, "inverse_cdf off: torch.multinomial's draws"
 
 
 # --- integer_dropout_mask ------------------------------------------------------------------------------------

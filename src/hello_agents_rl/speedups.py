@@ -30,6 +30,9 @@ OPTIMISATIONS = {
     "fused_norm_and_rope": "on CPUs with AVX-512, the sampler's RMSNorm and RoPE as one kernel call each "
                            "(rollouts/sampling/kernels/) instead of several torch operations: the same values up "
                            "to float rounding",
+    "fused_draw": "on CPUs with AVX-512, with inverse_cdf and without top-k/top-p, a sampled token from the "
+                  "logits in one pass of our kernel (rollouts/sampling/kernels/): the temperature, softmax and "
+                  "inverse CDF of `draw` on the same uniforms, instead of ~8 torch passes over [rows, vocab]",
     "onednn_gemm": "on CPUs other than Intel's (where MKL does not run its AVX-512 code), frozen fp32 weights "
                    "packed once for oneDNN's kernel instead: the sampler's and the reference's products, and the "
                    "training forward's frozen base with its input gradient (the same products up to float "

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from hello_agents_rl import speedups
+from hello_agents_rl.rollouts.sampling import native
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
 from hello_agents_rl.rollouts.sampling.kv_cache import grow_own, prefill_shared
 
@@ -76,6 +77,14 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     return (block * DRAW_BLOCK + entry).squeeze(1)
 
 
+def fused_draw(logits: torch.Tensor, top_k: int | None, top_p: float) -> Any | None:
+    """The one-pass draw (kernels/decode_step.cpp's sample_rows: `draw` of softmax(logits / T), the same uniforms)
+    where it applies: no top-k or top-p to apply, the inverse CDF and the kernel switched on and built."""
+    if (top_k and 0 < top_k < logits.shape[-1]) or top_p < 1.0 or not speedups.on("inverse_cdf"):
+        return None
+    return native.decode_step_kernels(logits, "fused_draw")
+
+
 @torch.no_grad()
 def sample(
     model: Any,
@@ -116,7 +125,11 @@ def sample(
     tokens, logps = [], []
     for step in range(max_new_tokens):
         logits = decoder.logits(hidden)
-        if temperature > 0:
+        fused = fused_draw(logits, top_k, top_p) if temperature > 0 and not with_logprobs else None
+        if fused is not None:  # the division, softmax and draw in one pass (kernels/decode_step.cpp)
+            uniforms = torch.rand(batch, generator=generator, dtype=torch.float64, device=device)
+            token = fused.sample_rows(logits, temperature, uniforms, DRAW_BLOCK)
+        elif temperature > 0:
             scaled = logits / temperature if temperature != 1.0 else logits
             probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)
             token = draw(probs, generator)
