@@ -85,6 +85,13 @@ def fused_draw(logits: torch.Tensor, top_k: int | None, top_p: float) -> Any | N
     return native.decode_step_kernels(logits, "fused_draw")
 
 
+def draw_from_logits(fused: Any, logits: torch.Tensor, temperature: float,
+                     generator: torch.Generator | None) -> torch.Tensor:
+    """`draw` of softmax(logits / temperature) [B, V] -> [B] by fused_draw's kernel, on draw's uniforms."""
+    uniforms = torch.rand(logits.shape[0], generator=generator, dtype=torch.float64, device=logits.device)
+    return fused.sample_rows(logits, temperature, uniforms, DRAW_BLOCK)
+
+
 @torch.no_grad()
 def sample(
     model: Any,
@@ -127,8 +134,7 @@ def sample(
         logits = decoder.logits(hidden)
         fused = fused_draw(logits, top_k, top_p) if temperature > 0 and not with_logprobs else None
         if fused is not None:  # the division, softmax and draw in one pass (kernels/decode_step.cpp)
-            uniforms = torch.rand(batch, generator=generator, dtype=torch.float64, device=device)
-            token = fused.sample_rows(logits, temperature, uniforms, DRAW_BLOCK)
+            token = draw_from_logits(fused, logits, temperature, generator)
         elif temperature > 0:
             scaled = logits / temperature if temperature != 1.0 else logits
             probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)
