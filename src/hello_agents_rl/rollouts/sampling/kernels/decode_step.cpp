@@ -3,7 +3,8 @@
 // has just evicted from cache; 30 layers x ~15 of them are a fifth of the step):
 // * decode_attention: attention.py's grouped_attention (each group's prompt keys and values read once for its rows);
 // * rms_norm: F.rms_norm with a weight over the last dimension;
-// * rope: decoder.py's apply_rope, x * cos + roll(x, D/2) * signed_sin.
+// * rope: decoder.py's apply_rope, x * cos + roll(x, D/2) * signed_sin;
+// * sample_rows: sampler.draw of softmax(logits / temperature), in one pass.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
