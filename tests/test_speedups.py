@@ -381,19 +381,25 @@ def _probs() -> tuple[torch.Tensor, torch.Tensor]:
     return (p / p.sum()).float(), tail
 
 
-def test_inverse_cdf_draws_the_categorical_distribution() -> None:
-    probs, tail = _probs()
-    batch, batches = 20_000, 10
-    generator = torch.Generator().manual_seed(0)
-    rows = probs.expand(batch, -1).contiguous()
-    tokens = torch.cat([draw(rows, generator) for _ in range(batches)])
-    counts, n = torch.bincount(tokens, minlength=probs.numel()).double(), batch * batches
+def _assert_the_categorical_distribution(tokens: torch.Tensor, probs: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+    """_probs()'s draws: zeros never drawn, the large entries and the tail's mass within 5 sigma; their counts."""
+    counts, n = torch.bincount(tokens, minlength=probs.numel()).double(), tokens.numel()
     assert counts[probs == 0].sum() == 0, "an entry of probability 0 is never drawn"
     for entry in (3, 700, 2060, probs.numel() - 1):
         p = float(probs[entry])
         assert abs(counts[entry] / n - p) < 5 * (p * (1 - p) / n) ** 0.5, entry
     tail_mass = float(probs[tail].sum())
     assert abs(counts[tail].sum() / n - tail_mass) < 5 * (tail_mass * (1 - tail_mass) / n) ** 0.5, "the tail's mass"
+    return counts
+
+
+def test_inverse_cdf_draws_the_categorical_distribution() -> None:
+    probs, tail = _probs()
+    batch, batches = 20_000, 10
+    generator = torch.Generator().manual_seed(0)
+    rows = probs.expand(batch, -1).contiguous()
+    tokens = torch.cat([draw(rows, generator) for _ in range(batches)])
+    counts = _assert_the_categorical_distribution(tokens, probs, tail)
     assert (counts[tail] > 0).sum() > 950, "spread over the tail's entries"
 
 
@@ -424,13 +430,7 @@ def test_the_fused_draw_draws_softmax_of_the_tempered_logits(monkeypatch: pytest
     tokens = torch.cat([fused.sample_rows(rows, temperature, torch.rand(batch, generator=generator,
                                                                         dtype=torch.float64), DRAW_BLOCK)
                         for _ in range(batches)])
-    counts, n = torch.bincount(tokens, minlength=probs.numel()).double(), batch * batches
-    assert counts[probs == 0].sum() == 0, "an entry of probability 0 is never drawn"
-    for entry in (3, 700, 2060, probs.numel() - 1):
-        p = float(probs[entry])
-        assert abs(counts[entry] / n - p) < 5 * (p * (1 - p) / n) ** 0.5, entry
-    tail_mass = float(probs[tail].sum())
-    assert abs(counts[tail].sum() / n - tail_mass) < 5 * (tail_mass * (1 - tail_mass) / n) ** 0.5, "the tail's mass"
+    _assert_the_categorical_distribution(tokens, probs, tail)
     logits = torch.randn(512, 3 * DRAW_BLOCK + 7, generator=generator) * 4
     ours = fused.sample_rows(logits, temperature, torch.rand(512, generator=torch.Generator().manual_seed(3),
                                                               dtype=torch.float64), DRAW_BLOCK)
