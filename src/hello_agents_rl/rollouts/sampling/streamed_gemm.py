@@ -41,18 +41,15 @@ def merge_and_pack(weights: list[torch.Tensor], loras: list[list[tuple[torch.Ten
     panels, in one pass; None where that does not apply (the kernel not built, a part's N_i not a multiple of 16,
     more than one adapter on a part, anything but fp32)."""
     module = kernels()[0]
-    if module is None or len({w.shape[1] for w in weights}) != 1 or any(len(parts) > 1 for parts in loras):
-        return None
-    tensors = [w for w in weights] + [t for parts in loras for a, b, _ in parts for t in (a, b)]
-    if any(t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() != 2 for t in tensors):
-        return None
-    if any(w.shape[0] % PANEL for w in weights):
+    tensors = list(weights) + [t for parts in loras for a, b, _ in parts for t in (a, b)]
+    if (module is None or len({w.shape[1] for w in weights}) != 1 or any(len(parts) > 1 for parts in loras)
+            or any(t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() != 2 for t in tensors)
+            or any(w.shape[0] % PANEL for w in weights)):
         return None
     a = [parts[0][0].detach() if parts else None for parts in loras]
     b = [parts[0][1].detach() if parts else None for parts in loras]
     scales = [parts[0][2] if parts else 0.0 for parts in loras]
-    merged, panels = module.merge_and_pack([w.detach() for w in weights], a, b, scales)
-    return merged, panels
+    return tuple(module.merge_and_pack([w.detach() for w in weights], a, b, scales))
 
 
 def linear(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

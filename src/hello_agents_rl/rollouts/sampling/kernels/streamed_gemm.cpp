@@ -172,13 +172,16 @@ torch::Tensor linear(const torch::Tensor& x_in, const torch::Tensor& panels, con
                   panels.size(1) == x_in.size(1) && panels.size(2) == PANEL && panels.is_contiguous(),
               "linear: x [M, K] fp32 and panels [N/16, K, 16]");
   const auto m = x_in.size(0), k = x_in.size(1), count = panels.size(0), n = count * PANEL;
-  const auto blocks = (m + PANEL - 1) / PANEL;
   const auto x = x_in.contiguous();
   auto y = torch::empty({m, n}, x_in.options());
   const float* p = panels.data_ptr<float>();
   const float* xs = x.data_ptr<float>();
   float* ys = y.data_ptr<float>();
-  if (m > PANEL) {  // compute-bound: tiles of 6 rows x 4 panels, each thread its own run of panels
+  if (m > 0 && m <= PANEL) {  // memory-bound: one block of all the rows per panel, each thread its run of panels
+    at::parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) BLOCKS[m](p + j * k * PANEL, xs, k, k, ys + j * PANEL, n, true);
+    });
+  } else if (m > PANEL) {  // compute-bound: tiles of 6 rows x 4 panels, each thread its own run of panels
     at::parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
       const auto row_blocks = (m + TILE_ROWS - 1) / TILE_ROWS;
       for (int64_t j = lo; j < hi; j += TILE_PANELS) {
@@ -188,26 +191,16 @@ torch::Tensor linear(const torch::Tensor& x_in, const torch::Tensor& panels, con
         const int64_t step = row_blocks > 1 && next_panels > 0
             ? std::clamp<int64_t>((next_panels * PANEL + row_blocks - 2) / (row_blocks - 1), PANEL / 2, PANEL) : 0;
         const float* next_start = p + next * k * PANEL;
-        const float* next_end = next_start + next_panels * k * PANEL;
         for (int64_t b = 0; b < row_blocks; ++b) {
           const auto row = b * TILE_ROWS, rows = std::min<int64_t>(TILE_ROWS, m - row);
-          const float* ahead = b > 0 && step ? next_start + (b - 1) * k * step : nullptr;
+          // this row block's share of the next tile, if any of it is left
+          const bool fetching = b > 0 && step && (b - 1) * step < next_panels * PANEL;
           TILES[rows][panels_here](p + j * k * PANEL, k, xs + row * k, k, ys + row * n + j * PANEL, n,
-                                   b == 0 && j == lo, ahead < next_end ? ahead : nullptr, step);
+                                   b == 0 && j == lo, fetching ? next_start + (b - 1) * k * step : nullptr, step);
         }
       }
     });
-    if (bias.has_value() && bias->defined()) y.add_(*bias);
-    return y;
   }
-  at::parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {  // each thread streams its own run of panels
-    for (int64_t j = lo; j < hi; ++j) {
-      for (int64_t b = 0; b < blocks; ++b) {  // later blocks find the panel in cache: prefetch with the first only
-        const auto rows = std::min<int64_t>(PANEL, m - b * PANEL);
-        BLOCKS[rows](p + j * k * PANEL, xs + b * PANEL * k, k, k, ys + b * PANEL * n + j * PANEL, n, b == 0);
-      }
-    }
-  });
   if (bias.has_value() && bias->defined()) y.add_(*bias);
   return y;
 }
