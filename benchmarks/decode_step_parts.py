@@ -5,7 +5,8 @@
 One `sample()` of prompts x generations rows (each prompt repeated, as a GRPO batch; prompts of ~150-170 tokens,
 128 new tokens without EOS so that every step has every row), timed once to warm up and then with each part's
 calls wrapped in a wall-clock timer: the prompt pass, the decode steps (and inside them the projections, the
-attention over the caches, the norms and RoPE), the LM head and the draw. Run it alone on quiet cores. The
+attention over the caches, the norms, the residual adds with theirs, SwiGLU's activation and RoPE), the LM head and
+the draw. With fused_decode_layer off, the residual adds' norms are counted in the norms' line too. Run it alone on quiet cores. The
 timers add a few microseconds per call (about 0.1 s in a 128-token run).
 """
 
@@ -70,8 +71,12 @@ def main() -> None:
     decoder.decode, decoder.logits = timed("decode steps", decoder.decode), timed("LM head", decoder.logits)
     sampler.draw, sampler.prefill_shared = timed("draw", sampler.draw), timed("prompt pass", sampler.prefill_shared)
     sampler.draw_from_logits = timed("draw", sampler.draw_from_logits)
-    decoder_module.grouped_attention = timed("  attention", decoder_module.grouped_attention)
+    decoder_module.grouped_attention = timed("  attention (the step's key and value stored)",
+                                             decoder_module.grouped_attention)
     decoder_module.rms_norm = timed("  norms (and the prompt pass's)", decoder_module.rms_norm)
+    decoder_module.residual_norm = timed("  residual adds and their norms (and the prompt pass's)",
+                                         decoder_module.residual_norm)
+    decoder_module.silu_mul = timed("  silu(gate) * up (and the prompt pass's)", decoder_module.silu_mul)
     decoder_module.apply_rope = timed("  RoPE (and the prompt pass's)", decoder_module.apply_rope)
     decoder_module.LinearView.__call__ = timed("  projections (and the prompt pass's, the LM head's)",
                                                decoder_module.LinearView.__call__)
@@ -79,12 +84,15 @@ def main() -> None:
     steps = args.new_tokens - 1
     print(f"{rows} rows ({args.prompts} prompts x {args.generations}), {args.new_tokens} new tokens, "
           f"{args.threads} threads: sample() {total:.2f} s; decoder built in {builds[0]:.2f} s, again in {builds[1]:.2f} s")
-    print(f"{'part':<55} {'s':>6} {'ms/step':>8}")
-    for name in ("prompt pass", "decode steps", "  projections (and the prompt pass's, the LM head's)", "  attention",
-                 "  norms (and the prompt pass's)", "  RoPE (and the prompt pass's)", "LM head", "draw"):
-        print(f"{name:<55} {seconds[name]:>6.2f} {1000 * seconds[name] / steps:>8.1f}")
+    print(f"{'part':<60} {'s':>6} {'ms/step':>8}")
+    parts = ("prompt pass", "decode steps", "  projections (and the prompt pass's, the LM head's)",
+             "  attention (the step's key and value stored)", "  norms (and the prompt pass's)",
+             "  residual adds and their norms (and the prompt pass's)", "  silu(gate) * up (and the prompt pass's)",
+             "  RoPE (and the prompt pass's)", "LM head", "draw")
+    for name in parts:
+        print(f"{name:<60} {seconds[name]:>6.2f} {1000 * seconds[name] / steps:>8.1f}")
     rest = total - sum(seconds[n] for n in ("prompt pass", "decode steps", "LM head", "draw"))
-    print(f"{'the rest of the loop':<55} {rest:>6.2f} {1000 * rest / steps:>8.1f}")
+    print(f"{'the rest of the loop':<60} {rest:>6.2f} {1000 * rest / steps:>8.1f}")
 
 
 if __name__ == "__main__":

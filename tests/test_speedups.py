@@ -5,7 +5,8 @@ vendor, its products and input gradients are F.linear's, the sampler and trainin
 streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged;
 merge_and_pack: torch's merged and concatenated weights and their panels, a frozen weight's panels kept while it lives;
 fused_decode_attention: the torch operations' attention (pads masked, grouped heads, views into a longer cache);
-fused_norm_and_rope: the torch operations' values at a decode step's rows; inverse_cdf: the categorical distribution
+fused_norm_and_rope: the torch operations' values at a decode step's rows; fused_decode_layer: the same, and the
+sampler's completions unchanged; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; fused_draw: the same, from tempered logits, and
 draw's tokens on the same uniforms; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
@@ -364,6 +365,19 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
         torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(fused, _attention_by_definition(q, prefix, valid, own, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
+    for off in ("", "fused_decode_attention"):  # this step's key and value written to the last slot first
+        monkeypatch.setenv(speedups.OFF_SWITCH, off)
+        keys, values = slot_keys.clone(), slot_values.clone()
+        qkv = torch.randn(groups * n, 1, (kv_heads * r + 2 * kv_heads) * dim, generator=g)
+        heads = qkv.view(groups * n, 1, kv_heads * (r + 2), dim).transpose(1, 2)  # strided views, as the decoder's
+        q, k, v = heads[:, : kv_heads * r], heads[:, kv_heads * r : kv_heads * (r + 1)], heads[:, kv_heads * (r + 1) :]
+        own = (keys[..., :9], values[:, :, :, :9])
+        out = grouped_attention(q, prefix, bias, own, n, dim**-0.5, new=(k, v))
+        for t, new in ((keys[..., 8], k), (values[:, :, :, 8], v)):
+            torch.testing.assert_close(t, new.reshape(groups, n, kv_heads, dim).transpose(1, 2), atol=0, rtol=0)
+        torch.testing.assert_close(keys[..., 9:], slot_keys[..., 9:], atol=0, rtol=0)  # later slots untouched
+        torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, own, n, dim**-0.5),
+                                   atol=1e-5, rtol=1e-5)
     monkeypatch.setenv(speedups.OFF_SWITCH, "")
     assert fused_kernel(q.requires_grad_()) is None, "queries that need a gradient keep the torch operations"
 
@@ -656,3 +670,52 @@ def test_fused_norm_and_rope_equal_the_torch_operations(monkeypatch: pytest.Monk
             torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-5)
     x.requires_grad_()
     assert decoder_module.fused_ops(x, 3) is None, "a tensor that needs a gradient keeps torch's operations"
+
+
+# --- fused_decode_layer --------------------------------------------------------------------------------------
+
+
+def test_fused_decode_layer_equals_the_torch_operations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SwiGLU's silu(gate) * up (large gates of both signs, a width that is not a multiple of 16) and the residual
+    add with its norm, at a decode step's rows (the kernels) and a prompt pass's (torch either way)."""
+    _kernel_or_skip("decode_step")
+    g = torch.Generator().manual_seed(0)
+    norm = (torch.randn(72, generator=g), 1e-5)
+    gate_up = decoder_module.LinearView(torch.randn(2 * 40, 72, generator=g), None)
+    for rows in (3, 16, 64, 200):
+        h, y, x = (torch.randn(rows, 1, 72, generator=g) * 3 for _ in range(3))
+        results = []
+        for off in ("", "fused_decode_layer"):
+            monkeypatch.setenv(speedups.OFF_SWITCH, off)
+            fused = decoder_module.fused_ops(h, rows, "fused_decode_layer")
+            assert (fused is None) == (off != "" or rows > decoder_module.FUSED_MAX_ROWS)
+            stream = h.clone()
+            summed, normed = decoder_module.residual_norm(stream, y, norm)
+            torch.testing.assert_close(summed, h + y, atol=0, rtol=0)
+            assert (summed is stream) == (fused is not None), "the kernel adds in place into the decoder's own h"
+            results.append((normed, decoder_module.swiglu([gate_up], x)))
+        for fused, plain in zip(*results):
+            torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-5)
+        gate, up = gate_up(x).chunk(2, dim=-1)
+        torch.testing.assert_close(results[0][1], gate * torch.sigmoid(gate) * up, atol=1e-5, rtol=1e-5)
+    monkeypatch.setenv(speedups.OFF_SWITCH, "")
+    assert decoder_module.fused_ops(x[:3].requires_grad_(), 3, "fused_decode_layer") is None
+
+
+def test_the_sampler_is_unchanged_by_the_fused_decode_layer(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen3 (q/k norms), Llama and Qwen2 (biases), prompts of three lengths in groups of four: the same greedy
+    completions and log-probs with the layer's operations fused as without."""
+    _kernel_or_skip("decode_step")
+    eos = {"eos_token_ids": [1], "pad_token_id": 0}
+    for model in _models(tiny_model, dropout=0.0):
+        model.eval()
+        ids, mask, keep = _batch(model.config.vocab_size)
+        prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
+        runs = []
+        for off in ("", "fused_decode_layer"):
+            monkeypatch.setenv(speedups.OFF_SWITCH, off)
+            runs.append(sample(model, prompts, 20, temperature=0.0, **eos))
+        (tokens, logps), (plain_tokens, plain_logps) = runs
+        assert tokens == plain_tokens, "the same greedy completions, row for row"
+        for fused, plain in zip(logps, plain_logps):
+            torch.testing.assert_close(torch.tensor(fused), torch.tensor(plain), atol=1e-5, rtol=0)

@@ -30,6 +30,10 @@ OPTIMISATIONS = {
     "fused_norm_and_rope": "on CPUs with AVX-512, the sampler's RMSNorm and RoPE as one kernel call each "
                            "(rollouts/sampling/kernels/) instead of several torch operations: the same values up "
                            "to float rounding",
+    "fused_decode_layer": "on CPUs with AVX-512, a decode step's operations between its projections as three kernels "
+                          "(rollouts/sampling/kernels/): RoPE with the new key and value written into the rows' "
+                          "cache, SwiGLU's silu(gate) * up, and each residual add with the norm after it, instead "
+                          "of ~20 torch operations per layer; the same values up to float rounding",
     "fused_draw": "on CPUs with AVX-512, with inverse_cdf and without top-k/top-p, a sampled token from the "
                   "logits in one pass of our kernel (rollouts/sampling/kernels/): the temperature, softmax and "
                   "inverse CDF of `draw` on the same uniforms, instead of ~8 torch passes over [rows, vocab]",

@@ -43,21 +43,27 @@ def grouped_attention(
     own: tuple[torch.Tensor, torch.Tensor],
     group_size: int,
     scale: float,
+    new: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Attention of one query per row over its group's prompt keys, then its own completion keys.
 
     q: [B, Hq, 1, D] with B = G * group_size, rows of a group adjacent; prefix: keys [G, Hkv, D, P], values
     [G, Hkv, P, D]; prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: keys
-    [G, Hkv, group_size, D, T], values [G, Hkv, group_size, T, D] (all valid). Query head h reads key head
-    h // (Hq / Hkv), as transformers' repeat_kv. Returns [B, Hq, 1, D].
+    [G, Hkv, group_size, D, T], values [G, Hkv, group_size, T, D] (all valid once `new` is in); new: this step's
+    keys and values [B, Hkv, 1, D], first written to own's last slot. Query head h reads key head h // (Hq / Hkv),
+    as transformers' repeat_kv. Returns [B, Hq, 1, D].
     """
+    own_keys, own_values = own
     fused = fused_kernel(q)
     if fused is not None:  # the same, one pass over the keys and values (kernels/decode_step.cpp)
-        return fused.decode_attention(q, *prefix, prefix_bias, *own, group_size, scale)
+        return fused.decode_attention(q, *prefix, prefix_bias, own_keys, own_values, group_size, scale,
+                                      *(new or (None, None)))
     batch, heads, _, dim = q.shape
     prefix_keys, prefix_values = prefix
     groups, kv_heads, _, prompt = prefix_keys.shape
-    own_keys, own_values = own
+    if new is not None:  # [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D]
+        own_keys[..., -1], own_values[:, :, :, -1] = (t.view(groups, group_size, kv_heads, dim).transpose(1, 2)
+                                                      for t in new)
     r, n, own_length = heads // kv_heads, group_size, own_keys.shape[4]
     rows = n * r  # a key head's queries in a group
     # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)

@@ -23,8 +23,6 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
 FUSED_MAX_ROWS = 64  # rows (tokens) up to which the norm and RoPE take the single-threaded fused kernels
-# a layer's attention: (layer index, q [B, Hq, S, D], k and v [B, Hkv, S, D]) -> [B, Hq, S, D]
-Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class Unsupported(Exception):
@@ -143,10 +141,11 @@ def _norm(module: Any) -> tuple[torch.Tensor, float]:
     return module.weight, float(eps)
 
 
-def fused_ops(x: torch.Tensor, rows: int) -> Any | None:
-    """kernels/decode_step.cpp's norm and RoPE, where they apply: CPU fp32, no gradient, a decode step's few rows
-    (single-threaded: the prompt pass's and the scorer's thousands keep torch's operations), built, switched on."""
-    return None if rows > FUSED_MAX_ROWS else native.decode_step_kernels(x, "fused_norm_and_rope")
+def fused_ops(x: torch.Tensor, rows: int, switch: str = "fused_norm_and_rope") -> Any | None:
+    """kernels/decode_step.cpp's operations under `switch`, where they apply: CPU fp32, no gradient, a decode step's
+    few rows (single-threaded: the prompt pass's and the scorer's thousands keep torch's operations), built,
+    switched on."""
+    return None if rows > FUSED_MAX_ROWS else native.decode_step_kernels(x, switch)
 
 
 def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
@@ -156,6 +155,36 @@ def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
         fused = fused_ops(x, x.numel() // x.shape[-1])
         return fused.rms_norm(x, weight, eps) if fused else F.rms_norm(x, (x.shape[-1],), weight, eps)
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def residual_norm(h: torch.Tensor, y: torch.Tensor, norm: tuple[torch.Tensor, float]
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual stream h + y and its RMSNorm; at a decode step's rows one pass of the kernel, which adds y
+    to h in place (h is the decoder's own, made by its embedding)."""
+    weight = norm[0]
+    fused = (fused_ops(h, h.numel() // h.shape[-1], "fused_decode_layer")
+             if weight.dtype == h.dtype and weight.dim() == 1 else None)
+    if fused is not None:
+        return h, fused.add_rms_norm_(h, y, weight, norm[1])
+    h = h + y
+    return h, rms_norm(h, norm)
+
+
+def swiglu(gate_up: list[LinearView], x: torch.Tensor) -> torch.Tensor:
+    """silu(gate(x)) * up(x): the MLP's input to its down projection."""
+    if len(gate_up) == 1:
+        return silu_mul(gate_up[0](x))
+    gate, up = (proj(x) for proj in gate_up)
+    return F.silu(gate) * up
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up from the fused gate/up projection's output [..., 2I] -> [..., I]."""
+    fused = fused_ops(gate_up, gate_up.numel() // gate_up.shape[-1], "fused_decode_layer")
+    if fused is not None:
+        return fused.silu_mul(gate_up.view(-1, gate_up.shape[-1])).view(*gate_up.shape[:-1], -1)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -261,57 +290,58 @@ class FastDecoder:
 
         mask: bool [B, 1, S, start+S], True where a query may attend a key.
         """
-        end = start + ids.shape[1]
+        batch, length = ids.shape
+        end = start + length
 
-        def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        def attend(index: int, layer: _Layer, qkv: torch.Tensor) -> torch.Tensor:
+            q, k, v = self._heads(layer, qkv, rope)
             keys, values = cache[index]
             keys[:, :, start:end], values[:, :, start:end] = k, v
-            return F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
-                                                  scale=self.scaling, enable_gqa=self.num_heads != self.num_kv_heads)
+            out = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
+                                                 scale=self.scaling, enable_gqa=self.num_heads != self.num_kv_heads)
+            return out.transpose(1, 2).reshape(batch, length, -1)
 
-        return self._layers(ids, rope, attend)
+        return self._layers(ids, attend)
 
     def decode(self, ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: SharedPromptCache,
                step: int) -> torch.Tensor:
         """One decode step: hidden states [B, 1, H] for ids [B, 1], the completions' token `step` (0-based),
         written to the rows' own cache slot `step`; the prompt's keys are read once per group."""
-        def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        batch = ids.shape[0]
+
+        def attend(index: int, layer: _Layer, qkv: torch.Tensor) -> torch.Tensor:
             keys, values = cache.own[index]  # [G, Hkv, n, D, slots] and [G, Hkv, n, slots, D]
-            groups, n = keys.shape[0], cache.group_size
-            # k, v [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D]
-            keys[..., step], values[:, :, :, step] = (t.view(groups, n, -1, t.shape[-1]).transpose(1, 2)
-                                                      for t in (k, v))
-            own = (keys[..., : step + 1], values[:, :, :, : step + 1])
-            return grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling)
+            q, k, v = self._heads(layer, qkv, rope)
+            own = (keys[..., : step + 1], values[:, :, :, : step + 1])  # k and v go to slot `step`
+            out = grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling,
+                                    new=(k, v))
+            return out.view(batch, 1, -1)  # [B, Hq, 1, D] as [B, 1, Hq * D]
 
-        return self._layers(ids, rope, attend)
+        return self._layers(ids, attend)
 
-    def _layers(self, ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], attend: Attend) -> torch.Tensor:
-        batch, length = ids.shape
-        cos, sin = rope
-        h = F.embedding(ids, self.embed)
+    def _heads(self, layer: _Layer, qkv: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [B, Hq, S, D] and k [B, Hkv, S, D] normed (Qwen3) and roped, and v [B, Hkv, S, D], from the fused
+        projection's [B, S, (Hq + 2 Hkv) D]."""
+        batch, length = qkv.shape[:2]
         nq, nkv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        for index, layer in enumerate(self.layers):
-            x = rms_norm(h, layer.in_norm)
-            if len(layer.qkv) == 1:
-                qkv = layer.qkv[0](x)
-                qk, v = qkv[..., : (nq + nkv) * d], qkv[..., (nq + nkv) * d :]
-            else:
-                q, k, v = (proj(x) for proj in layer.qkv)
-                qk = torch.cat([q, k], dim=-1)
-            qk = qk.view(batch, length, nq + nkv, d)  # q and k heads side by side: one norm, one rope
-            if layer.qk_norm is not None:
-                qk = rms_norm(qk, layer.qk_norm)
-            qk = apply_rope(qk, cos, sin).transpose(1, 2)
-            attn = attend(index, qk[:, :nq], qk[:, nq:], v.view(batch, length, nkv, d).transpose(1, 2))
-            h = h + layer.o(attn.transpose(1, 2).reshape(batch, length, nq * d))
-            x = rms_norm(h, layer.post_norm)
-            if len(layer.gate_up) == 1:
-                gate, up = layer.gate_up[0](x).chunk(2, dim=-1)
-            else:
-                gate, up = (proj(x) for proj in layer.gate_up)
-            h = h + layer.down(F.silu(gate) * up)
-        return rms_norm(h, self.final_norm)
+        qk = qkv[..., : (nq + nkv) * d].view(batch, length, nq + nkv, d)  # q and k heads side by side: one norm, one rope
+        if layer.qk_norm is not None:
+            qk = rms_norm(qk, layer.qk_norm)
+        qk = apply_rope(qk, *rope).transpose(1, 2)
+        return qk[:, :nq], qk[:, nq:], qkv[..., (nq + nkv) * d :].view(batch, length, nkv, d).transpose(1, 2)
+
+    def _layers(self, ids: torch.Tensor, attend: Callable[[int, _Layer, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The decoder over ids [B, S]; attend(layer index, layer, its q/k/v projection [B, S, (Hq + 2 Hkv) D])
+        -> [B, S, Hq D]. Returns the hidden states after the final norm."""
+        h = F.embedding(ids, self.embed)
+        x = rms_norm(h, self.layers[0].in_norm)
+        norms_after = [layer.in_norm for layer in self.layers[1:]] + [self.final_norm]
+        for index, (layer, norm_after) in enumerate(zip(self.layers, norms_after)):
+            qkv = layer.qkv[0](x) if len(layer.qkv) == 1 else torch.cat([proj(x) for proj in layer.qkv], dim=-1)
+            h, x = residual_norm(h, layer.o(attend(index, layer, qkv)), layer.post_norm)
+            h, x = residual_norm(h, layer.down(swiglu(layer.gate_up, x)), norm_after)
+        return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden).float()

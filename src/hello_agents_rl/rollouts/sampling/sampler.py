@@ -153,7 +153,7 @@ def sample(
         if step >= slots:
             cache = grow_own(cache, min(max_new_tokens, 2 * slots))
         slot = longest + step
-        rope = (cos[:, slot : slot + 1], sin[:, slot : slot + 1])
+        rope = (cos[:, slot : slot + 1].contiguous(), sin[:, slot : slot + 1].contiguous())  # once, not per layer
         hidden = decoder.decode(token[:, None], rope, cache, step)[:, -1]
     back = sorted(range(batch), key=order.__getitem__)  # row i of the batch was prompt order[i]
     batch_rows = torch.stack(tokens, dim=1).tolist()

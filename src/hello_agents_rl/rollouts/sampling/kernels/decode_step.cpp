@@ -4,7 +4,9 @@
 // * decode_attention: attention.py's grouped_attention (each group's prompt keys and values read once for its rows);
 // * rms_norm: F.rms_norm with a weight over the last dimension;
 // * rope: decoder.py's apply_rope, x * cos + roll(x, D/2) * signed_sin;
-// * sample_rows: sampler.draw of softmax(logits / temperature), in one pass.
+// * sample_rows: sampler.draw of softmax(logits / temperature), in one pass;
+// * silu_mul, add_rms_norm_: a decode layer's operations between its projections (decoder.py's fused_decode_layer
+//   path): SwiGLU's silu(gate) * up, and each residual add with the norm after it.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -198,24 +200,40 @@ inline float row_max(const float* s, int64_t len) {
 
 }  // namespace
 
-// q [B, Hq, 1, D] (B = G * n, a group's rows adjacent); the prompt's keys stored transposed [G, Hkv, D, P] and its
-// values [G, Hkv, P, D]; prefix_bias [G * Hkv, n * r, P] (0 or -inf); each row's own keys transposed
-// [G, Hkv, n, D, T] and values [G, Hkv, n, T, D] (T valid slots, any slot stride) -> [B, Hq, 1, D]
-torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& pk_in, const torch::Tensor& pv_in,
-                               const torch::Tensor& bias_in, const torch::Tensor& ok, const torch::Tensor& ov,
-                               int64_t n, double scale) {
-  const auto B = q_in.size(0), Hq = q_in.size(1), D = q_in.size(3);
+// q [B, Hq, 1, D] (B = G * n, a group's rows adjacent; any row and head strides, D contiguous); the prompt's keys
+// stored transposed [G, Hkv, D, P] and its values [G, Hkv, P, D]; prefix_bias [G * Hkv, n * r, P] (0 or -inf);
+// each row's own keys transposed [G, Hkv, n, D, T] and values [G, Hkv, n, T, D] (T valid slots, any slot stride)
+// -> [B, Hq, 1, D]. With new_k and new_v [B, Hkv, 1, D] (this step's key and value, D contiguous), they are
+// written to the own caches' slot T - 1 first, each head's by its own thread just before it reads them (a key's
+// column of the transposed cache is D lines: written apart, each line is fetched twice)
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& pk_in, const torch::Tensor& pv_in,
+                               const torch::Tensor& bias_in, torch::Tensor& ok, torch::Tensor& ov, int64_t n,
+                               double scale, const c10::optional<torch::Tensor>& new_k,
+                               const c10::optional<torch::Tensor>& new_v) {
+  const auto B = q.size(0), Hq = q.size(1), D = q.size(3);
   const auto G = pk_in.size(0), Hkv = pk_in.size(1), P = pk_in.size(3), T = ok.size(4);
   const auto r = Hq / Hkv;
+  const bool store = new_k.has_value() && new_k->defined();
   TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && pk_in.size(2) == D && ok.size(3) == D &&
-                  ok.stride(4) == 1 && ov.stride(4) == 1 && ov.size(3) == T && q_in.scalar_type() == torch::kFloat,
-              "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, keys [.., D, slots] and values "
-              "[.., slots, D] contiguous in their last dimension");
-  const auto q = q_in.contiguous(), pk = pk_in.contiguous(), pv = pv_in.contiguous(), bias = bias_in.contiguous();
+                  ok.stride(4) == 1 && ov.stride(4) == 1 && ov.size(3) == T && q.scalar_type() == torch::kFloat &&
+                  q.stride(3) == 1,
+              "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, q [B, Hq, 1, D], keys [.., D, "
+              "slots] and values [.., slots, D] contiguous in their last dimension");
+  TORCH_CHECK(!store || (new_v.has_value() && new_v->defined() && T > 0 && new_k->size(0) == B &&
+                         new_k->size(1) == Hkv && new_k->size(3) == D && new_k->stride(3) == 1 &&
+                         new_v->size(0) == B && new_v->size(1) == Hkv && new_v->size(3) == D &&
+                         new_v->stride(3) == 1 && new_k->scalar_type() == torch::kFloat &&
+                         new_v->scalar_type() == torch::kFloat),
+              "decode_attention: new_k and new_v fp32 [B, Hkv, 1, D], D contiguous, and a slot to write them to");
+  const auto pk = pk_in.contiguous(), pv = pv_in.contiguous(), bias = bias_in.contiguous();
   auto out = torch::empty({B, Hq, 1, D}, q.options());
   const float *Q = q.data_ptr<float>(), *PK = pk.data_ptr<float>(), *PV = pv.data_ptr<float>();
-  const float *BIAS = bias.data_ptr<float>(), *OK = ok.data_ptr<float>(), *OV = ov.data_ptr<float>();
-  const auto ks = ok.strides(), vs = ov.strides();
+  const float* BIAS = bias.data_ptr<float>();
+  float *OK = ok.data_ptr<float>(), *OV = ov.data_ptr<float>();
+  const auto ks = ok.strides(), vs = ov.strides(), qs_ = q.strides();
+  const float* NK = store ? new_k->data_ptr<float>() : nullptr;
+  const float* NV = store ? new_v->data_ptr<float>() : nullptr;
+  const auto nks = store ? new_k->strides() : q.strides(), nvs = store ? new_v->strides() : q.strides();
   float* O = out.data_ptr<float>();
   const auto rows = n * r;  // a key head's queries in a group: row i's r queries at i * r
   const auto width = P + T;  // a query's scores: the prompt's, then its own
@@ -234,9 +252,15 @@ torch::Tensor decode_attention(const torch::Tensor& q_in, const torch::Tensor& p
           ahead.add(OV + g1 * vs[0] + kh1 * vs[1] + i * vs[2], 1, 0, T * vs[3]);
         }
       }
+      for (int64_t i = 0; store && i < n; ++i) {  // this step's key and value into slot T - 1 of row i's caches
+        const float *key = NK + (g * n + i) * nks[0] + kh * nks[1], *value = NV + (g * n + i) * nvs[0] + kh * nvs[1];
+        float* column = OK + g * ks[0] + kh * ks[1] + i * ks[2] + (T - 1);
+        for (int64_t e = 0; e < D; ++e) column[e * ks[3]] = key[e];
+        std::copy(value, value + D, OV + g * vs[0] + kh * vs[1] + i * vs[2] + (T - 1) * vs[3]);
+      }
       for (int64_t i = 0; i < n; ++i)  // the queries, scaled: row i, head j at qs[(i * r + j) * D]
         for (int64_t j = 0; j < r; ++j) {
-          const float* src = Q + ((g * n + i) * Hq + kh * r + j) * D;
+          const float* src = Q + (g * n + i) * qs_[0] + (kh * r + j) * qs_[1];
           for (int64_t e = 0; e < D; ++e) qs[(i * r + j) * D + e] = src[e] * static_cast<float>(scale);
         }
       // the prompt's keys, each read once for all the group's queries; then each row's own keys
@@ -375,9 +399,66 @@ torch::Tensor sample_rows(const torch::Tensor& logits_in, double temperature, co
   return tokens;
 }
 
+// gate_up [M, 2I] (gate then up, rows contiguous) -> silu(gate) * up [M, I], silu(x) = x / (1 + e^-x) taken as
+// x / (1 + e) for x >= 0 and x e / (1 + e) below, e = e^-|x| <= 1 (no overflow either side)
+torch::Tensor silu_mul(const torch::Tensor& gate_up_in) {
+  TORCH_CHECK(gate_up_in.dim() == 2 && gate_up_in.scalar_type() == torch::kFloat && gate_up_in.size(1) % 2 == 0,
+              "silu_mul: fp32 gate_up [M, 2I]");
+  const auto gate_up = gate_up_in.contiguous();
+  const auto rows = gate_up.size(0), width = gate_up.size(1) / 2;
+  auto out = torch::empty({rows, width}, gate_up.options());
+  const float* X = gate_up.data_ptr<float>();
+  float* Y = out.data_ptr<float>();
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  for (int64_t row = 0; row < rows; ++row) {
+    const float *gate = X + row * 2 * width, *up = gate + width;
+    float* y = Y + row * width;
+    for (int64_t e = 0; e < width; e += LANES) {
+      const __mmask16 m = first(width - e);
+      const __m512 x = _mm512_maskz_loadu_ps(m, gate + e);
+      const __mmask16 negative = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
+      const __m512 t = exp_nonpositive(_mm512_sub_ps(zero, _mm512_abs_ps(x)));
+      const __m512 silu = _mm512_div_ps(_mm512_mask_mul_ps(x, negative, x, t), _mm512_add_ps(one, t));
+      _mm512_mask_storeu_ps(y + e, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + e)));
+    }
+  }
+  return out;
+}
+
+// h [..., H] += y (in place: the residual stream), and rms_norm(h, weight, eps) of the sum, in one pass
+torch::Tensor add_rms_norm_(torch::Tensor& h, const torch::Tensor& y_in, const torch::Tensor& weight_in, double eps) {
+  const auto width = h.size(-1);
+  TORCH_CHECK(h.scalar_type() == torch::kFloat && h.is_contiguous() && y_in.numel() == h.numel() &&
+                  y_in.size(-1) == width && y_in.scalar_type() == torch::kFloat && weight_in.dim() == 1 &&
+                  weight_in.size(0) == width,
+              "add_rms_norm_: fp32 h [..., H] contiguous, y of its shape, weight [H]");
+  const auto y = y_in.contiguous(), weight = weight_in.contiguous();
+  auto out = torch::empty_like(h);
+  const auto rows = h.numel() / width;
+  float *Hs = h.data_ptr<float>(), *O = out.data_ptr<float>();
+  const float *Y = y.data_ptr<float>(), *W = weight.data_ptr<float>();
+  for (int64_t row = 0; row < rows; ++row) {
+    float *hr = Hs + row * width, *o = O + row * width;
+    const float* yr = Y + row * width;
+    __m512 squares = _mm512_setzero_ps();
+    for (int64_t e = 0; e < width; e += LANES) {
+      const __mmask16 m = first(width - e);
+      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, hr + e), _mm512_maskz_loadu_ps(m, yr + e));
+      _mm512_mask_storeu_ps(hr + e, m, v);
+      squares = _mm512_fmadd_ps(v, v, squares);
+    }
+    const float inv = 1.0f / std::sqrt(_mm512_reduce_add_ps(squares) / static_cast<float>(width) +
+                                       static_cast<float>(eps));
+    for (int64_t e = 0; e < width; ++e) o[e] = hr[e] * inv * W[e];
+  }
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("decode_attention", &decode_attention);
   module.def("rms_norm", &rms_norm);
   module.def("rope", &rope);
   module.def("sample_rows", &sample_rows);
+  module.def("silu_mul", &silu_mul);
+  module.def("add_rms_norm_", &add_rms_norm_);
 }
