@@ -4,7 +4,8 @@ packed_weights: the same decoder outputs and greedy tokens as F.linear; onednn_g
 vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged;
 streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged;
 merge_and_pack: torch's merged and concatenated weights and their panels, a frozen weight's panels kept while it lives;
-fused_decode_attention: the torch operations' attention (pads masked, grouped heads, views into a longer cache);
+fused_decode_attention: the torch operations' attention (pads masked, grouped heads, the own keys' blocks, the
+step's key and value stored);
 fused_norm_and_rope: the torch operations' values at a decode step's rows; fused_decode_layer: the same, and the
 sampler's completions unchanged; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; fused_draw: the same, from tempered logits, and
@@ -26,7 +27,7 @@ import torch
 from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_gemm, native, sample, streamed_gemm
 from hello_agents_rl.rollouts.sampling import decoder as decoder_module
-from hello_agents_rl.rollouts.sampling.attention import fused_kernel, grouped_attention, prompt_bias
+from hello_agents_rl.rollouts.sampling.attention import KEY_BLOCK, fused_kernel, grouped_attention, prompt_bias
 from hello_agents_rl.rollouts.sampling.kv_cache import prefill_shared
 from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
@@ -341,9 +342,20 @@ def _attention_by_definition(q: torch.Tensor, prefix: tuple, valid: torch.Tensor
     return out
 
 
+def _blocked(keys: torch.Tensor) -> torch.Tensor:
+    """Keys [..., D, slots] in SharedPromptCache's own layout [..., slots / 16, D, 16] (slots padded with zeros)."""
+    padded = torch.nn.functional.pad(keys, (0, -keys.shape[-1] % KEY_BLOCK))
+    return padded.view(*keys.shape[:-1], -1, KEY_BLOCK).transpose(-3, -2).contiguous()
+
+
+def _unblocked(keys: torch.Tensor) -> torch.Tensor:
+    return keys.transpose(-3, -2).reshape(*keys.shape[:-3], keys.shape[-2], -1)
+
+
 @pytest.mark.parametrize("dim", [32, 64])
 def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grouped-query heads, prompts with left pads (masked), each row's own keys a view into a longer cache."""
+    """Grouped-query heads, prompts with left pads (masked), each row's own keys in blocks of 16 slots, some valid,
+    its values a view into a longer cache."""
     _kernel_or_skip("decode_step")
     g = torch.Generator().manual_seed(0)
     groups, kv_heads, n, r, prompt = 3, 2, 4, 3, 37
@@ -354,29 +366,34 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
                                                                                      generator=g))
     slot_keys, slot_values = (torch.randn(groups, kv_heads, n, dim, 40, generator=g),
                               torch.randn(groups, kv_heads, n, 40, dim, generator=g))
+    assert torch.equal(_unblocked(_blocked(slot_keys))[..., :40], slot_keys)
     for length in (1, 7, 33, 40):  # one slot, a part of a 32-key block, more than one block, all
         q = torch.randn(groups * n, kv_heads * r, 1, dim, generator=g)
-        own = (slot_keys[..., :length], slot_values[:, :, :, :length])
+        own = (_blocked(slot_keys), slot_values[:, :, :, :length])
+        plain = (slot_keys[..., :length], slot_values[:, :, :, :length])
         monkeypatch.setenv(speedups.OFF_SWITCH, "")
         assert fused_kernel(q) is not None
         fused = grouped_attention(q, prefix, bias, own, n, dim**-0.5)
         monkeypatch.setenv(speedups.OFF_SWITCH, "fused_decode_attention")
         assert fused_kernel(q) is None
         torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(fused, _attention_by_definition(q, prefix, valid, own, n, dim**-0.5),
+        torch.testing.assert_close(fused, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
     for off in ("", "fused_decode_attention"):  # this step's key and value written to the last slot first
         monkeypatch.setenv(speedups.OFF_SWITCH, off)
-        keys, values = slot_keys.clone(), slot_values.clone()
+        keys, values = _blocked(slot_keys), slot_values.clone()
         qkv = torch.randn(groups * n, 1, (kv_heads * r + 2 * kv_heads) * dim, generator=g)
         heads = qkv.view(groups * n, 1, kv_heads * (r + 2), dim).transpose(1, 2)  # strided views, as the decoder's
         q, k, v = heads[:, : kv_heads * r], heads[:, kv_heads * r : kv_heads * (r + 1)], heads[:, kv_heads * (r + 1) :]
-        own = (keys[..., :9], values[:, :, :, :9])
-        out = grouped_attention(q, prefix, bias, own, n, dim**-0.5, new=(k, v))
-        for t, new in ((keys[..., 8], k), (values[:, :, :, 8], v)):
+        out = grouped_attention(q, prefix, bias, (keys, values[:, :, :, :18]), n, dim**-0.5, new=(k, v))
+        written = _unblocked(keys)
+        for t, new in ((written[..., 17], k), (values[:, :, :, 17], v)):  # slot 17: block 1, lane 1
             torch.testing.assert_close(t, new.reshape(groups, n, kv_heads, dim).transpose(1, 2), atol=0, rtol=0)
-        torch.testing.assert_close(keys[..., 9:], slot_keys[..., 9:], atol=0, rtol=0)  # later slots untouched
-        torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, own, n, dim**-0.5),
+        for slots in (slice(0, 17), slice(18, 40)):  # the other slots untouched
+            torch.testing.assert_close(written[..., slots], slot_keys[..., slots], atol=0, rtol=0)
+            torch.testing.assert_close(values[:, :, :, slots], slot_values[:, :, :, slots], atol=0, rtol=0)
+        plain = (written[..., :18], values[:, :, :, :18])
+        torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
     monkeypatch.setenv(speedups.OFF_SWITCH, "")
     assert fused_kernel(q.requires_grad_()) is None, "queries that need a gradient keep the torch operations"

@@ -16,6 +16,7 @@ import torch
 from hello_agents_rl.rollouts.sampling import native
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # (keys, values) per layer, each [rows, kv_heads, slots, head_dim]
+KEY_BLOCK = 16  # a row's own keys in blocks of this many slots, each block's [D, 16] adjacent (SharedPromptCache)
 
 
 @dataclass
@@ -25,9 +26,10 @@ class SharedPromptCache:
     prefix: per layer keys [G, Hkv, D, P] and values [G, Hkv, P, D] (left-padded prompts; the keys transposed once
     per rollout, so that a query's scores read keys side by side); prefix_bias: [G * Hkv, group_size * Hq / Hkv, P],
     0 at a prompt's tokens and -inf at its pads, in the layout of the group's scores (built once, every layer's);
-    own: per layer keys [G, Hkv, group_size, D, slots] and values [G, Hkv, group_size, slots, D]: the
-    B = G * group_size rows' completions (a group's rows adjacent in the batch), in the group's layout so that its
-    scores need no copy; grown as rows run on.
+    own: per layer keys [G, Hkv, group_size, slots / 16, D, 16] (slot t in block t // 16, lane t % 16: a query's
+    scores read 16 adjacent keys at a time, and a row's keys so far are one run of memory however many slots are
+    reserved) and values [G, Hkv, group_size, slots, D]: the B = G * group_size rows' completions (a group's rows
+    adjacent in the batch), in the group's layout so that its scores need no copy; grown as rows run on.
     """
 
     prefix: KVCache
@@ -48,10 +50,11 @@ def grouped_attention(
     """Attention of one query per row over its group's prompt keys, then its own completion keys.
 
     q: [B, Hq, 1, D] with B = G * group_size, rows of a group adjacent; prefix: keys [G, Hkv, D, P], values
-    [G, Hkv, P, D]; prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: keys
-    [G, Hkv, group_size, D, T], values [G, Hkv, group_size, T, D] (all valid once `new` is in); new: this step's
-    keys and values [B, Hkv, 1, D], first written to own's last slot. Query head h reads key head h // (Hq / Hkv),
-    as transformers' repeat_kv. Returns [B, Hq, 1, D].
+    [G, Hkv, P, D]; prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: the rows' keys
+    in SharedPromptCache's blocks [G, Hkv, group_size, blocks, D, 16] (blocks * 16 >= T) and values
+    [G, Hkv, group_size, T, D]: their first T slots valid once `new` is in; new: this step's keys and values
+    [B, Hkv, 1, D], first written to slot T - 1. Query head h reads key head h // (Hq / Hkv), as transformers'
+    repeat_kv. Returns [B, Hq, 1, D].
     """
     own_keys, own_values = own
     fused = fused_kernel(q)
@@ -61,10 +64,13 @@ def grouped_attention(
     batch, heads, _, dim = q.shape
     prefix_keys, prefix_values = prefix
     groups, kv_heads, _, prompt = prefix_keys.shape
-    if new is not None:  # [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D]
-        own_keys[..., -1], own_values[:, :, :, -1] = (t.view(groups, group_size, kv_heads, dim).transpose(1, 2)
-                                                      for t in new)
-    r, n, own_length = heads // kv_heads, group_size, own_keys.shape[4]
+    r, n, own_length = heads // kv_heads, group_size, own_values.shape[3]
+    if new is not None:  # [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D], at slot T - 1
+        key, value = (t.view(groups, n, kv_heads, dim).transpose(1, 2) for t in new)
+        block, lane = divmod(own_length - 1, KEY_BLOCK)
+        own_keys[:, :, :, block, :, lane], own_values[:, :, :, -1] = key, value
+    # the blocks as [G, Hkv, n, D, slots] (a copy), the valid ones
+    own_keys = own_keys.transpose(3, 4).reshape(*own_keys.shape[:3], dim, -1)[..., :own_length]
     rows = n * r  # a key head's queries in a group
     # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)
     q_group = q.view(groups, n, kv_heads, r, dim).transpose(1, 2).contiguous().mul_(scale)

@@ -310,9 +310,9 @@ class FastDecoder:
         batch = ids.shape[0]
 
         def attend(index: int, layer: _Layer, qkv: torch.Tensor) -> torch.Tensor:
-            keys, values = cache.own[index]  # [G, Hkv, n, D, slots] and [G, Hkv, n, slots, D]
+            keys, values = cache.own[index]  # [G, Hkv, n, blocks, D, 16] and [G, Hkv, n, slots, D]
             q, k, v = self._heads(layer, qkv, rope)
-            own = (keys[..., : step + 1], values[:, :, :, : step + 1])  # k and v go to slot `step`
+            own = (keys, values[:, :, :, : step + 1])  # k and v go to slot `step`
             out = grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling,
                                     new=(k, v))
             return out.view(batch, 1, -1)  # [B, Hq, 1, D] as [B, 1, Hq * D]

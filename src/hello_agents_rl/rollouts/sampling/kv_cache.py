@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from hello_agents_rl.rollouts.sampling.attention import KVCache, SharedPromptCache, prompt_bias
+from hello_agents_rl.rollouts.sampling.attention import KEY_BLOCK, KVCache, SharedPromptCache, prompt_bias
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
 
 
@@ -95,22 +95,25 @@ def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device) 
 
 
 def _own_buffers(decoder: FastDecoder, groups: int, group_size: int, slots: int, device: torch.device) -> KVCache:
-    """SharedPromptCache.own, empty: keys [G, Hkv, n, D, slots], values [G, Hkv, n, slots, D]."""
-    kv, d = decoder.num_kv_heads, decoder.head_dim
+    """SharedPromptCache.own, empty, with room for `slots` tokens (rounded up to whole key blocks): keys
+    [G, Hkv, n, blocks, D, 16], values [G, Hkv, n, blocks * 16, D]."""
+    kv, d, blocks = decoder.num_kv_heads, decoder.head_dim, -(-slots // KEY_BLOCK)
     def empty(*shape: int) -> torch.Tensor:
         return torch.empty(shape, dtype=decoder.dtype, device=device)
 
-    return [(empty(groups, kv, group_size, d, slots), empty(groups, kv, group_size, slots, d)) for _ in decoder.layers]
+    return [(empty(groups, kv, group_size, blocks, d, KEY_BLOCK), empty(groups, kv, group_size, blocks * KEY_BLOCK, d))
+            for _ in decoder.layers]
 
 
 def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
-    """The same shared cache with room for `slots` completion tokens per row (amortised doubling, like a dynamic
-    cache, not a static one)."""
-    def grown(t: torch.Tensor, dim: int) -> torch.Tensor:  # [G, Hkv, n, slots, D] or [G, Hkv, n, D, slots]
+    """The same shared cache with room for `slots` completion tokens per row (rounded up to whole key blocks;
+    amortised doubling, like a dynamic cache, not a static one)."""
+    blocks = -(-slots // KEY_BLOCK)
+
+    def grown(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:  # keys' blocks or values' slots to `size`
         shape = list(t.shape)
-        shape[dim] = slots - shape[dim]
+        shape[dim] = size - shape[dim]
         return torch.cat([t, t.new_empty(shape)], dim=dim)
 
-    own = [(grown(k, -1), grown(v, -2)) for k, v in cache.own]
+    own = [(grown(k, 3, blocks), grown(v, 3, blocks * KEY_BLOCK)) for k, v in cache.own]
     return SharedPromptCache(cache.prefix, cache.prefix_bias, own, cache.group_size)
-

@@ -75,20 +75,29 @@ class Lookahead {
   int64_t row_ = 0, offset_ = 0;
 };
 
-// s[x][t] = bias[x][t] + q[x] . k[t] for XB queries q [XB][D] and `count` keys stored transposed, kt [D][ldk]
-// (keys adjacent: 32 of them per pass, a register each per query, no horizontal sum); bias nullptr: none
+// Keys stored transposed, 16 adjacent keys' element e at kt + (t / 16) * block + e * row for keys t..t+15: the
+// prompt's [D][P] (row P, block 16) or a row's own blocks [blocks][D][16] (row 16, block 16 D)
+struct KeysT {
+  const float* kt;
+  int64_t row, block;
+  const float* at(int64_t t) const { return kt + (t / LANES) * block; }  // keys t..t+15 (t a multiple of 16)
+};
+
+// s[x][t] = bias[x][t] + q[x] . k[t] for XB queries q [XB][D] and `count` keys stored transposed (keys adjacent:
+// 32 of them per pass, a register each per query, no horizontal sum); bias nullptr: none
 template <int XB>
-void scores_block(const float* __restrict q, int64_t d, const float* __restrict kt, int64_t ldk, int64_t count,
-                  float* __restrict s, int64_t lds, const float* __restrict bias, int64_t ldb, Lookahead& ahead) {
+void scores_block(const float* __restrict q, int64_t d, KeysT keys, int64_t count, float* __restrict s, int64_t lds,
+                  const float* __restrict bias, int64_t ldb, Lookahead& ahead) {
   for (int64_t t = 0; t < count; t += 2 * LANES) {
     const __mmask16 m0 = first(count - t), m1 = first(count - t - LANES);
+    const float *k0s = keys.at(t), *k1s = k0s + keys.block;  // k1s unread (masked) past the last key
     __m512 acc0[XB], acc1[XB];
 #pragma GCC unroll 8
     for (int x = 0; x < XB; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
     for (int64_t e = 0; e < d; ++e) {
       ahead.step();
-      const __m512 k0 = _mm512_maskz_loadu_ps(m0, kt + e * ldk + t);
-      const __m512 k1 = _mm512_maskz_loadu_ps(m1, kt + e * ldk + t + LANES);
+      const __m512 k0 = _mm512_maskz_loadu_ps(m0, k0s + e * keys.row);
+      const __m512 k1 = _mm512_maskz_loadu_ps(m1, k1s + e * keys.row);
 #pragma GCC unroll 8
       for (int x = 0; x < XB; ++x) {
         const __m512 qx = _mm512_set1_ps(q[x * d + e]);
@@ -110,18 +119,17 @@ void scores_block(const float* __restrict q, int64_t d, const float* __restrict 
 }
 
 constexpr int SCORE_QUERIES = 8;  // queries per scores_block: 16 accumulators and 2 keys' registers
-using ScoresFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, int64_t,
-                         Lookahead&);
+using ScoresFn = void (*)(const float*, int64_t, KeysT, int64_t, float*, int64_t, const float*, int64_t, Lookahead&);
 constexpr ScoresFn SCORES[SCORE_QUERIES + 1] = {nullptr,          scores_block<1>, scores_block<2>,
                                                 scores_block<3>, scores_block<4>, scores_block<5>,
                                                 scores_block<6>, scores_block<7>, scores_block<8>};
 
 // the scores of `queries` queries (rows d apart), in blocks of up to 8
-inline void scores(const float* q, int64_t queries, int64_t d, const float* kt, int64_t ldk, int64_t count, float* s,
-                   int64_t lds, const float* bias, int64_t ldb, Lookahead& ahead) {
+inline void scores(const float* q, int64_t queries, int64_t d, KeysT keys, int64_t count, float* s, int64_t lds,
+                   const float* bias, int64_t ldb, Lookahead& ahead) {
   for (int64_t x = 0; x < queries; x += SCORE_QUERIES) {
     const auto xb = std::min<int64_t>(SCORE_QUERIES, queries - x);
-    SCORES[xb](q + x * d, d, kt, ldk, count, s + x * lds, lds, bias ? bias + x * ldb : nullptr, ldb, ahead);
+    SCORES[xb](q + x * d, d, keys, count, s + x * lds, lds, bias ? bias + x * ldb : nullptr, ldb, ahead);
   }
 }
 
@@ -202,23 +210,25 @@ inline float row_max(const float* s, int64_t len) {
 
 // q [B, Hq, 1, D] (B = G * n, a group's rows adjacent; any row and head strides, D contiguous); the prompt's keys
 // stored transposed [G, Hkv, D, P] and its values [G, Hkv, P, D]; prefix_bias [G * Hkv, n * r, P] (0 or -inf);
-// each row's own keys transposed [G, Hkv, n, D, T] and values [G, Hkv, n, T, D] (T valid slots, any slot stride)
-// -> [B, Hq, 1, D]. With new_k and new_v [B, Hkv, 1, D] (this step's key and value, D contiguous), they are
-// written to the own caches' slot T - 1 first, each head's by its own thread just before it reads them (a key's
-// column of the transposed cache is D lines: written apart, each line is fetched twice)
+// each row's own keys in blocks of 16 slots [G, Hkv, n, blocks, D, 16] (slot t at block t / 16, lane t % 16) and
+// values [G, Hkv, n, T, D] (T valid slots, blocks * 16 >= T, any slot stride) -> [B, Hq, 1, D]. With new_k and new_v
+// [B, Hkv, 1, D] (this step's key and value, D contiguous), they are written to the own caches' slot T - 1 first,
+// each head's by its own thread just before it reads them (a key's lane of its block is D lines: written apart,
+// each line is fetched twice)
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& pk_in, const torch::Tensor& pv_in,
                                const torch::Tensor& bias_in, torch::Tensor& ok, torch::Tensor& ov, int64_t n,
                                double scale, const c10::optional<torch::Tensor>& new_k,
                                const c10::optional<torch::Tensor>& new_v) {
   const auto B = q.size(0), Hq = q.size(1), D = q.size(3);
-  const auto G = pk_in.size(0), Hkv = pk_in.size(1), P = pk_in.size(3), T = ok.size(4);
+  const auto G = pk_in.size(0), Hkv = pk_in.size(1), P = pk_in.size(3), T = ov.size(3);
   const auto r = Hq / Hkv;
   const bool store = new_k.has_value() && new_k->defined();
-  TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && pk_in.size(2) == D && ok.size(3) == D &&
-                  ok.stride(4) == 1 && ov.stride(4) == 1 && ov.size(3) == T && q.scalar_type() == torch::kFloat &&
-                  q.stride(3) == 1,
-              "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, q [B, Hq, 1, D], keys [.., D, "
-              "slots] and values [.., slots, D] contiguous in their last dimension");
+  TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && pk_in.size(2) == D && ok.dim() == 6 &&
+                  ok.size(3) * LANES >= T && ok.size(4) == D && ok.size(5) == LANES && ok.stride(5) == 1 &&
+                  ok.stride(4) == LANES && ov.stride(4) == 1 && q.scalar_type() == torch::kFloat &&
+                  q.stride(3) == 1 && ok.scalar_type() == torch::kFloat && ov.scalar_type() == torch::kFloat,
+              "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, q [B, Hq, 1, D], own keys "
+              "[.., blocks, D, 16] (blocks * 16 >= T, each block contiguous) and values [.., T, D] contiguous in D");
   TORCH_CHECK(!store || (new_v.has_value() && new_v->defined() && T > 0 && new_k->size(0) == B &&
                          new_k->size(1) == Hkv && new_k->size(3) == D && new_k->stride(3) == 1 &&
                          new_v->size(0) == B && new_v->size(1) == Hkv && new_v->size(3) == D &&
@@ -248,14 +258,14 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& pk_i
         ahead.add(PK + (gh + 1) * D * P, 1, 0, D * P);
         ahead.add(PV + (gh + 1) * P * D, 1, 0, P * D);
         for (int64_t i = 0; i < n; ++i) {
-          ahead.add(OK + g1 * ks[0] + kh1 * ks[1] + i * ks[2], D, ks[3], T);
+          ahead.add(OK + g1 * ks[0] + kh1 * ks[1] + i * ks[2], (T + LANES - 1) / LANES, ks[3], D * LANES);
           ahead.add(OV + g1 * vs[0] + kh1 * vs[1] + i * vs[2], 1, 0, T * vs[3]);
         }
       }
       for (int64_t i = 0; store && i < n; ++i) {  // this step's key and value into slot T - 1 of row i's caches
         const float *key = NK + (g * n + i) * nks[0] + kh * nks[1], *value = NV + (g * n + i) * nvs[0] + kh * nvs[1];
-        float* column = OK + g * ks[0] + kh * ks[1] + i * ks[2] + (T - 1);
-        for (int64_t e = 0; e < D; ++e) column[e * ks[3]] = key[e];
+        float* lane = OK + g * ks[0] + kh * ks[1] + i * ks[2] + (T - 1) / LANES * ks[3] + (T - 1) % LANES;
+        for (int64_t e = 0; e < D; ++e) lane[e * LANES] = key[e];
         std::copy(value, value + D, OV + g * vs[0] + kh * vs[1] + i * vs[2] + (T - 1) * vs[3]);
       }
       for (int64_t i = 0; i < n; ++i)  // the queries, scaled: row i, head j at qs[(i * r + j) * D]
@@ -264,9 +274,10 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& pk_i
           for (int64_t e = 0; e < D; ++e) qs[(i * r + j) * D + e] = src[e] * static_cast<float>(scale);
         }
       // the prompt's keys, each read once for all the group's queries; then each row's own keys
-      scores(qs.data(), rows, D, PK + gh * D * P, P, P, sc.data(), width, BIAS + gh * rows * P, P, ahead);
+      scores(qs.data(), rows, D, KeysT{PK + gh * D * P, P, LANES}, P, sc.data(), width, BIAS + gh * rows * P, P,
+             ahead);
       for (int64_t i = 0; i < n; ++i)
-        scores(qs.data() + i * r * D, r, D, OK + g * ks[0] + kh * ks[1] + i * ks[2], ks[3], T,
+        scores(qs.data() + i * r * D, r, D, KeysT{OK + g * ks[0] + kh * ks[1] + i * ks[2], LANES, ks[3]}, T,
                sc.data() + i * r * width + P, width, nullptr, 0, ahead);
       for (int64_t x = 0; x < rows; ++x) {
         float* s = sc.data() + x * width;
