@@ -7,7 +7,7 @@ merge_and_pack: torch's merged and concatenated weights and their panels, a froz
 fused_decode_attention: the torch operations' attention (pads masked, grouped heads, the own keys' blocks, the
 step's key and value stored);
 fused_norm_and_rope: the torch operations' values at a decode step's rows; fused_decode_layer: the same, and the
-sampler's completions unchanged; inverse_cdf: the categorical distribution
+sampler's completions unchanged; native_decode_loop: the Python loop's completions; inverse_cdf: the categorical distribution
 (zeros never drawn, the tail's tiny probabilities kept), seeded; fused_draw: the same, from tempered logits, and
 draw's tokens on the same uniforms; vocab_tile: TRL's tile set for the call and
 restored; malloc_reuse: freed blocks reused (no new page faults); functional_forward: shared_prefix_logps'
@@ -736,3 +736,32 @@ def test_the_sampler_is_unchanged_by_the_fused_decode_layer(tiny_model: str, mon
         assert tokens == plain_tokens, "the same greedy completions, row for row"
         for fused, plain in zip(logps, plain_logps):
             torch.testing.assert_close(torch.tensor(fused), torch.tensor(plain), atol=1e-5, rtol=0)
+
+
+# --- native_decode_loop --------------------------------------------------------------------------------------
+
+
+def test_the_native_decode_loop_gives_the_python_loops_completions(tiny_model: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama and Qwen2 (biases) run the layer loop in C++; Qwen3's q/k norms keep the Python loop. The same greedy
+    completions and log-probs either way, and with the loop's own kernels switched off."""
+    _kernel_or_skip("decode_step")
+    _stream_kernel_or_skip()
+    eos = {"eos_token_ids": [1], "pad_token_id": 0}
+    qwen3, *others = _models(tiny_model, dropout=0.0)
+    assert FastDecoder(qwen3.eval(), pack_rows=12).native_loop is None, "q/k norms: the Python loop"
+    for model in others:
+        model.eval()
+        ids, mask, keep = _batch(model.config.vocab_size)
+        prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
+        decoder = FastDecoder(model, pack_rows=len(prompts))
+        assert decoder.native_loop is not None
+        runs = []
+        for off in ("", "native_decode_loop", "fused_decode_layer"):
+            monkeypatch.setenv(speedups.OFF_SWITCH, off)
+            runs.append(sample(model, prompts, 20, temperature=0.0, decoder=decoder, **eos))
+        (tokens, logps), *plain = runs
+        for plain_tokens, plain_logps in plain:
+            assert tokens == plain_tokens, "the same greedy completions, row for row"
+            for native_row, plain_row in zip(logps, plain_logps):
+                torch.testing.assert_close(torch.tensor(native_row), torch.tensor(plain_row), atol=1e-5, rtol=0)

@@ -34,6 +34,10 @@ OPTIMISATIONS = {
                           "(rollouts/sampling/kernels/): RoPE with the new key and value written into the rows' "
                           "cache, SwiGLU's silu(gate) * up, and each residual add with the norm after it, instead "
                           "of ~20 torch operations per layer; the same values up to float rounding",
+    "native_decode_loop": "on CPUs with AVX-512, a decode step's loop over the layers in our C++ "
+                          "(rollouts/sampling/kernels/) on the same kernels as the Python loop (streamed_gemm, "
+                          "fused_decode_attention, fused_norm_and_rope, fused_decode_layer), instead of ~10 Python "
+                          "calls per layer; the same values",
     "fused_draw": "on CPUs with AVX-512, with inverse_cdf and without top-k/top-p, a sampled token from the "
                   "logits in one pass of our kernel (rollouts/sampling/kernels/): the temperature, softmax and "
                   "inverse CDF of `draw` on the same uniforms, instead of ~8 torch passes over [rows, vocab]",

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from hello_agents_rl import speedups
 from hello_agents_rl.rollouts.sampling import native
 from hello_agents_rl.rollouts.sampling.attention import SharedPromptCache, grouped_attention
 from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight, merge_and_pack, pack
@@ -23,6 +24,9 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
 FUSED_MAX_ROWS = 64  # rows (tokens) up to which the norm and RoPE take the single-threaded fused kernels
+# the optimisations whose kernels the native decode loop runs: with any of them off, the Python loop runs instead
+NATIVE_LOOP_SWITCHES = ("native_decode_loop", "streamed_gemm", "packed_weights", "fused_decode_attention",
+                        "fused_norm_and_rope", "fused_decode_layer")
 
 
 class Unsupported(Exception):
@@ -253,6 +257,25 @@ class FastDecoder:
             self.lm_head = _fuse([self.lm_head], pack_rows) if self.lm_head.loras else self.lm_head
             for linear in self._projections() if pack_rows else ():
                 linear.pack(pack_rows)
+        self.native_loop = self._native_loop()
+
+    def _native_loop(self) -> Any | None:
+        """kernels/decode_step.cpp's DecodeLayers over this view's packed weights, where its kernels cover every
+        layer: fused q/k/v and gate/up projections streamed, no q/k norms, fp32 norms over the last dimension,
+        head_dim a multiple of 16; None otherwise (the Python loop)."""
+        projections = [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)]
+        norms = [norm for layer in self.layers for norm in (layer.in_norm, layer.post_norm)] + [self.final_norm]
+        if (len(projections) != 4 * len(self.layers) or self.head_dim % 16 or self.dtype != torch.float32
+                or any(p.packed is None or p.packed.kernel != "stream" or p.loras for p in projections)
+                or any(layer.qk_norm is not None for layer in self.layers)
+                or any(w.dim() != 1 or w.dtype != torch.float32 for w, _ in norms)):
+            return None
+        module = native.build("decode_step")[0]
+        if module is None:
+            return None
+        return module.DecodeLayers([w for w, _ in norms], [eps for _, eps in norms],
+                                   [p.packed.packed for p in projections], [p.bias for p in projections],
+                                   self.num_heads, self.scaling)
 
     def kernels(self) -> set[str]:
         """The kernels its packed projections run on ('stream', 'mkl', 'onednn'; empty: F.linear)."""
@@ -308,6 +331,11 @@ class FastDecoder:
         """One decode step: hidden states [B, 1, H] for ids [B, 1], the completions' token `step` (0-based),
         written to the rows' own cache slot `step`; the prompt's keys are read once per group."""
         batch = ids.shape[0]
+        native_loop = self.native_loop if batch <= FUSED_MAX_ROWS and not torch.is_grad_enabled() else None
+        if native_loop is not None and all(speedups.on(name) for name in NATIVE_LOOP_SWITCHES):
+            return native_loop.step(F.embedding(ids, self.embed), *rope, [k for k, _ in cache.prefix],
+                                    [v for _, v in cache.prefix], cache.prefix_bias, [k for k, _ in cache.own],
+                                    [v for _, v in cache.own], cache.group_size, step)
 
         def attend(index: int, layer: _Layer, qkv: torch.Tensor) -> torch.Tensor:
             keys, values = cache.own[index]  # [G, Hkv, n, blocks, D, 16] and [G, Hkv, n, slots, D]
@@ -325,7 +353,7 @@ class FastDecoder:
         projection's [B, S, (Hq + 2 Hkv) D]."""
         batch, length = qkv.shape[:2]
         nq, nkv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        qk = qkv[..., : (nq + nkv) * d].view(batch, length, nq + nkv, d)  # q and k heads side by side: one norm, one rope
+        qk = qkv[..., : (nq + nkv) * d].view(batch, length, nq + nkv, d)  # q and k heads side by side: one rope
         if layer.qk_norm is not None:
             qk = rms_norm(qk, layer.qk_norm)
         qk = apply_rope(qk, *rope).transpose(1, 2)

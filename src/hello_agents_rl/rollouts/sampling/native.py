@@ -1,13 +1,14 @@
 """The sampler's hand-written CPU kernels (kernels/*.cpp), compiled once per machine by torch's C++ extension loader.
 
-Each kernel is one source file with its own module; `build(name)` compiles it on first use (g++ and ninja, ~30 s,
-cached under ~/.cache/torch_extensions, with -march=native: the cache is this machine's) and every later process
-loads the cached build. Where a kernel cannot be built (no AVX-512, no compiler) its caller keeps the torch code.
+Each kernel module is one source file (and the headers it shares with others); `build(name)` compiles it on first
+use (g++ and ninja, ~30 s, cached under ~/.cache/torch_extensions, with -march=native: the cache is this machine's)
+and every later process loads the cached build. Where a kernel cannot be built (no AVX-512, no compiler) its caller keeps the torch code.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,10 @@ def build(name: str) -> tuple[Any | None, str | None]:
     try:
         from torch.utils.cpp_extension import load
 
+        # the loader rebuilds when a source or a flag changes, not a header: the headers' hash goes in as a flag
+        headers = hashlib.sha1(b"".join(h.read_bytes() for h in sorted(KERNELS.glob("*.h")))).hexdigest()[:16]
         module = load(f"hello_agents_rl_{name}", [str(KERNELS / f"{name}.cpp")], verbose=False,
-                      extra_cflags=["-O3", "-march=native", "-fopenmp"])
+                      extra_cflags=["-O3", "-march=native", "-fopenmp", f"-DKERNEL_HEADERS_{headers}"])
     except Exception as error:  # any build failure: the torch code is the fallback, not an error
         log.info("kernel %s not built (%s); the sampler keeps the torch code", name, error)
         return None, f"not built: {str(error).splitlines()[0] if str(error) else type(error).__name__}"

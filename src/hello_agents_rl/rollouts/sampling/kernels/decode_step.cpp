@@ -6,10 +6,13 @@
 // * rope: decoder.py's apply_rope, x * cos + roll(x, D/2) * signed_sin;
 // * sample_rows: sampler.draw of softmax(logits / temperature), in one pass;
 // * silu_mul, add_rms_norm_: a decode layer's operations between its projections (decoder.py's fused_decode_layer
-//   path): SwiGLU's silu(gate) * up, and each residual add with the norm after it.
+//   path): SwiGLU's silu(gate) * up, and each residual add with the norm after it;
+// * DecodeLayers: the decode step's loop over the layers (native_decode_loop), on the kernels above and the streamed
+//   GEMM (streamed_gemm.h).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+#include "streamed_gemm.h"
 #include <cmath>
 #include <algorithm>
 #include <array>
@@ -465,6 +468,66 @@ torch::Tensor add_rms_norm_(torch::Tensor& h, const torch::Tensor& y_in, const t
   return out;
 }
 
+// decoder.py's _layers at a decode step, with every projection on the streamed GEMM and every other operation on
+// the kernels above: the same calls in the same order, without the interpreter between them. Why by hand: the
+// Python loop makes ~10 calls a layer, and each starts cold, its objects evicted by the weights just streamed
+// (~4 ms of a 4x4 step's ~40, docs/performance.md item 18)
+class DecodeLayers {
+ public:
+  // norms: each layer's input and post-attention norms, then the final norm (2L + 1), with their epsilons; panels
+  // and biases: each layer's fused q/k/v, o, fused gate/up and down projections (4L; panels as streamed_gemm's pack)
+  DecodeLayers(std::vector<torch::Tensor> norms, std::vector<double> eps, std::vector<torch::Tensor> panels,
+               std::vector<c10::optional<torch::Tensor>> biases, int64_t q_heads, double scale)
+      : norms_(std::move(norms)), eps_(std::move(eps)), panels_(std::move(panels)), biases_(std::move(biases)),
+        q_heads_(q_heads), scale_(scale) {
+    const auto layers = static_cast<int64_t>(panels_.size() / 4);
+    TORCH_CHECK(layers > 0 && panels_.size() == 4 * static_cast<size_t>(layers) && biases_.size() == panels_.size() &&
+                    norms_.size() == 2 * static_cast<size_t>(layers) + 1 && eps_.size() == norms_.size(),
+                "DecodeLayers: 2L + 1 norms and epsilons, 4L panels and biases");
+  }
+
+  // h [B, 1, H] (the step's embeddings: the residual stream, updated in place); cos and signed sin [B, 1, 1, D];
+  // per layer the prompt's keys [G, Hkv, D, P] and values [G, Hkv, P, D], the rows' own keys [G, Hkv, n, blocks,
+  // D, 16] and values [G, Hkv, n, slots, D] (attention.SharedPromptCache), this step's key and value going to
+  // slot `step` -> the hidden states after the final norm [B, 1, H]
+  torch::Tensor step(torch::Tensor h, const torch::Tensor& cos, const torch::Tensor& sin,
+                     const std::vector<torch::Tensor>& prefix_keys, const std::vector<torch::Tensor>& prefix_values,
+                     const torch::Tensor& prefix_bias, std::vector<torch::Tensor> own_keys,
+                     const std::vector<torch::Tensor>& own_values, int64_t n, int64_t step) const {
+    const auto layers = static_cast<int64_t>(panels_.size() / 4);
+    TORCH_CHECK(static_cast<int64_t>(prefix_keys.size()) == layers && prefix_values.size() == prefix_keys.size() &&
+                    own_keys.size() == prefix_keys.size() && own_values.size() == prefix_keys.size() &&
+                    h.dim() == 3 && h.size(1) == 1 && h.is_contiguous(),
+                "DecodeLayers.step: one cache per layer, h [B, 1, H] contiguous");
+    const auto B = h.size(0), H = h.size(2), Hq = q_heads_;
+    auto x = rms_norm(h, norms_[0], eps_[0]);
+    for (int64_t l = 0; l < layers; ++l) {
+      const auto Hkv = own_keys[l].size(1), D = own_keys[l].size(4);
+      const auto qkv = streamed_linear(x.view({B, H}), panels_[4 * l], biases_[4 * l]);  // [B, (Hq + 2 Hkv) D]
+      const auto roped = rope(qkv.narrow(1, 0, (Hq + Hkv) * D).view({B, 1, Hq + Hkv, D}), cos, sin);
+      auto values = own_values[l].narrow(3, 0, step + 1);
+      const auto attn = decode_attention(
+          roped.narrow(2, 0, Hq).transpose(1, 2), prefix_keys[l], prefix_values[l], prefix_bias, own_keys[l], values,
+          n, scale_, roped.narrow(2, Hq, Hkv).transpose(1, 2),
+          qkv.narrow(1, (Hq + Hkv) * D, Hkv * D).view({B, 1, Hkv, D}).transpose(1, 2));
+      const auto o = streamed_linear(attn.view({B, Hq * D}), panels_[4 * l + 1], biases_[4 * l + 1]);
+      x = add_rms_norm_(h, o, norms_[2 * l + 1], eps_[2 * l + 1]);
+      const auto gate_up = streamed_linear(x.view({B, H}), panels_[4 * l + 2], biases_[4 * l + 2]);
+      const auto down = streamed_linear(silu_mul(gate_up), panels_[4 * l + 3], biases_[4 * l + 3]);
+      x = add_rms_norm_(h, down, norms_[2 * l + 2], eps_[2 * l + 2]);  // the next layer's input norm, or the final
+    }
+    return x;
+  }
+
+ private:
+  std::vector<torch::Tensor> norms_;
+  std::vector<double> eps_;
+  std::vector<torch::Tensor> panels_;
+  std::vector<c10::optional<torch::Tensor>> biases_;
+  int64_t q_heads_;
+  double scale_;
+};
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("decode_attention", &decode_attention);
   module.def("rms_norm", &rms_norm);
@@ -472,4 +535,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("sample_rows", &sample_rows);
   module.def("silu_mul", &silu_mul);
   module.def("add_rms_norm_", &add_rms_norm_);
+  pybind11::class_<DecodeLayers>(module, "DecodeLayers")
+      .def(pybind11::init<std::vector<torch::Tensor>, std::vector<double>, std::vector<torch::Tensor>,
+                          std::vector<c10::optional<torch::Tensor>>, int64_t, double>())
+      .def("step", &DecodeLayers::step);
 }
