@@ -16,6 +16,7 @@ values, entropies and every LoRA gradient, with live dropout drawing the same ma
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from hello_agents_rl.rollouts.sampling import FastDecoder, Unsupported, frozen_g
 from hello_agents_rl.rollouts.sampling import decoder as decoder_module
 from hello_agents_rl.rollouts.sampling.attention import KEY_BLOCK, fused_kernel, grouped_attention, prompt_bias
 from hello_agents_rl.rollouts.sampling.kv_cache import prefill_shared
+from hello_agents_rl.rollouts.sampling import sampler as sampler_module
 from hello_agents_rl.rollouts.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast import lm_head, use_fast_dropout
 from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
@@ -379,20 +381,20 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
         torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(fused, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
-    for off in ("", "fused_decode_attention"):  # this step's key and value written to the last slot first
+    for off, slot in itertools.product(("", "fused_decode_attention"), (15, 16, 17)):  # a block's last, first lanes
         monkeypatch.setenv(speedups.OFF_SWITCH, off)
         keys, values = _blocked(slot_keys), slot_values.clone()
         qkv = torch.randn(groups * n, 1, (kv_heads * r + 2 * kv_heads) * dim, generator=g)
         heads = qkv.view(groups * n, 1, kv_heads * (r + 2), dim).transpose(1, 2)  # strided views, as the decoder's
         q, k, v = heads[:, : kv_heads * r], heads[:, kv_heads * r : kv_heads * (r + 1)], heads[:, kv_heads * (r + 1) :]
-        out = grouped_attention(q, prefix, bias, (keys, values[:, :, :, :18]), n, dim**-0.5, new=(k, v))
+        out = grouped_attention(q, prefix, bias, (keys, values[:, :, :, : slot + 1]), n, dim**-0.5, new=(k, v))
         written = _unblocked(keys)
-        for t, new in ((written[..., 17], k), (values[:, :, :, 17], v)):  # slot 17: block 1, lane 1
+        for t, new in ((written[..., slot], k), (values[:, :, :, slot], v)):
             torch.testing.assert_close(t, new.reshape(groups, n, kv_heads, dim).transpose(1, 2), atol=0, rtol=0)
-        for slots in (slice(0, 17), slice(18, 40)):  # the other slots untouched
+        for slots in (slice(0, slot), slice(slot + 1, 40)):  # the other slots untouched
             torch.testing.assert_close(written[..., slots], slot_keys[..., slots], atol=0, rtol=0)
             torch.testing.assert_close(values[:, :, :, slots], slot_values[:, :, :, slots], atol=0, rtol=0)
-        plain = (written[..., :18], values[:, :, :, :18])
+        plain = (written[..., : slot + 1], values[:, :, :, : slot + 1])
         torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
     monkeypatch.setenv(speedups.OFF_SWITCH, "")
@@ -717,6 +719,10 @@ def test_fused_decode_layer_equals_the_torch_operations(monkeypatch: pytest.Monk
         torch.testing.assert_close(results[0][1], gate * torch.sigmoid(gate) * up, atol=1e-5, rtol=1e-5)
     monkeypatch.setenv(speedups.OFF_SWITCH, "")
     assert decoder_module.fused_ops(x[:3].requires_grad_(), 3, "fused_decode_layer") is None
+    y = torch.randn(3, 1, 72, requires_grad=True)  # a summand that needs a gradient keeps torch's add, its graph
+    summed, normed = decoder_module.residual_norm(torch.randn(3, 1, 72), y, norm)
+    normed.sum().backward()
+    assert y.grad is not None and summed.requires_grad
 
 
 def test_the_sampler_is_unchanged_by_the_fused_decode_layer(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -743,10 +749,12 @@ def test_the_sampler_is_unchanged_by_the_fused_decode_layer(tiny_model: str, mon
 
 def test_the_native_decode_loop_gives_the_python_loops_completions(tiny_model: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Llama and Qwen2 (biases) run the layer loop in C++; Qwen3's q/k norms keep the Python loop. The same greedy
-    completions and log-probs either way, and with the loop's own kernels switched off."""
+    """Llama and Qwen2 (biases) run the layer loop in C++ at every decode step, across the own caches' growth
+    (3 slots reserved, 20 tokens); Qwen3's q/k norms keep the Python loop. The same greedy completions and log-probs
+    either way, and with the loop's own kernels switched off."""
     _kernel_or_skip("decode_step")
-    _stream_kernel_or_skip()
+    _with_kernel(monkeypatch, "stream")
+    monkeypatch.setattr(sampler_module, "KV_RESERVE", 3)
     eos = {"eos_token_ids": [1], "pad_token_id": 0}
     qwen3, *others = _models(tiny_model, dropout=0.0)
     assert FastDecoder(qwen3.eval(), pack_rows=12).native_loop is None, "q/k norms: the Python loop"
@@ -755,11 +763,22 @@ def test_the_native_decode_loop_gives_the_python_loops_completions(tiny_model: s
         ids, mask, keep = _batch(model.config.vocab_size)
         prompts = [row[m.bool()].tolist() for row, m in zip(ids[:, :-keep], mask[:, :-keep])]
         decoder = FastDecoder(model, pack_rows=len(prompts))
-        assert decoder.native_loop is not None
+        native_loop, steps = decoder.native_loop, []
+        assert native_loop is not None
+
+        class Counted:  # the native loop, counting the decode steps it ran
+            def step(self, *args):
+                steps.append(args[-1])
+                return native_loop.step(*args)
+
+        decoder.native_loop = Counted()
         runs = []
         for off in ("", "native_decode_loop", "fused_decode_layer"):
             monkeypatch.setenv(speedups.OFF_SWITCH, off)
             runs.append(sample(model, prompts, 20, temperature=0.0, decoder=decoder, **eos))
+            if off == "":
+                assert steps == list(range(len(steps))) and len(steps) >= 16, "every decode step, past 3 slots"
+        assert len(steps) == len(set(steps)), "switched off, the Python loop"
         (tokens, logps), *plain = runs
         for plain_tokens, plain_logps in plain:
             assert tokens == plain_tokens, "the same greedy completions, row for row"

@@ -25,15 +25,15 @@ OPTIMISATIONS = {
                       "concatenated, packed into panels) built in one pass of our kernel instead of torch's five "
                       "passes over them; the same weights up to float rounding",
     "fused_decode_attention": "on CPUs with AVX-512, a decode step's grouped attention (shared_prompt_kv) as one "
-                              "kernel (rollouts/sampling/kernels/) that reads each key and value once, instead of "
-                              "~9 torch operations per layer; the same attention up to float rounding",
+                              "kernel (rollouts/sampling/kernels/) that reads each key and value once and stores the "
+                              "step's own, instead of ~11 torch operations per layer; the same attention up to float "
+                              "rounding",
     "fused_norm_and_rope": "on CPUs with AVX-512, the sampler's RMSNorm and RoPE as one kernel call each "
                            "(rollouts/sampling/kernels/) instead of several torch operations: the same values up "
                            "to float rounding",
-    "fused_decode_layer": "on CPUs with AVX-512, a decode step's operations between its projections as three kernels "
-                          "(rollouts/sampling/kernels/): RoPE with the new key and value written into the rows' "
-                          "cache, SwiGLU's silu(gate) * up, and each residual add with the norm after it, instead "
-                          "of ~20 torch operations per layer; the same values up to float rounding",
+    "fused_decode_layer": "on CPUs with AVX-512, at a decode step's rows each residual add with the norm after it "
+                          "and SwiGLU's silu(gate) * up as one pass of our kernels (rollouts/sampling/kernels/) "
+                          "each, instead of ~5 torch operations per layer; the same values up to float rounding",
     "native_decode_loop": "on CPUs with AVX-512, a decode step's loop over the layers in our C++ "
                           "(rollouts/sampling/kernels/) on the same kernels as the Python loop (streamed_gemm, "
                           "fused_decode_attention, fused_norm_and_rope, fused_decode_layer), instead of ~10 Python "

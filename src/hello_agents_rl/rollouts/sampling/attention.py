@@ -15,7 +15,8 @@ import torch
 
 from hello_agents_rl.rollouts.sampling import native
 
-KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # (keys, values) per layer, each [rows, kv_heads, slots, head_dim]
+# (keys, values) per layer, each [rows, kv_heads, slots, head_dim] (SharedPromptCache's own keys: in blocks, below)
+KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 KEY_BLOCK = 16  # a row's own keys in blocks of this many slots, each block's [D, 16] adjacent (SharedPromptCache)
 
 
@@ -69,8 +70,9 @@ def grouped_attention(
         key, value = (t.view(groups, n, kv_heads, dim).transpose(1, 2) for t in new)
         block, lane = divmod(own_length - 1, KEY_BLOCK)
         own_keys[:, :, :, block, :, lane], own_values[:, :, :, -1] = key, value
-    # the blocks as [G, Hkv, n, D, slots] (a copy), the valid ones
-    own_keys = own_keys.transpose(3, 4).reshape(*own_keys.shape[:3], dim, -1)[..., :own_length]
+    # the blocks holding valid slots as [G, Hkv, n, D, slots] (a copy), the valid slots
+    valid_blocks = own_keys[:, :, :, : -(-own_length // KEY_BLOCK)]
+    own_keys = valid_blocks.transpose(3, 4).reshape(*own_keys.shape[:3], dim, -1)[..., :own_length]
     rows = n * r  # a key head's queries in a group
     # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)
     q_group = q.view(groups, n, kv_heads, r, dim).transpose(1, 2).contiguous().mul_(scale)
@@ -90,7 +92,7 @@ def grouped_attention(
 def fused_kernel(q: torch.Tensor) -> object | None:
     """The fused decode-attention kernel for these queries (CPU fp32, head_dim a multiple of 16, no gradient), if
     built."""
-    return None if q.shape[-1] % 16 else native.decode_step_kernels(q, "fused_decode_attention")
+    return None if q.shape[-1] % 16 or q.stride(-1) != 1 else native.decode_step_kernels(q, "fused_decode_attention")
 
 
 def prompt_bias(valid: torch.Tensor, kv_heads: int, rows_per_kv_head: int, dtype: torch.dtype) -> torch.Tensor:

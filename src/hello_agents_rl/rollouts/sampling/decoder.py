@@ -23,7 +23,8 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
-FUSED_MAX_ROWS = 64  # rows (tokens) up to which the norm and RoPE take the single-threaded fused kernels
+# rows (tokens) up to which the norm, RoPE, residual-norm and SwiGLU kernels (single-threaded) and the native loop run
+FUSED_MAX_ROWS = 64
 # the optimisations whose kernels the native decode loop runs: with any of them off, the Python loop runs instead
 NATIVE_LOOP_SWITCHES = ("native_decode_loop", "streamed_gemm", "packed_weights", "fused_decode_attention",
                         "fused_norm_and_rope", "fused_decode_layer")
@@ -167,7 +168,8 @@ def residual_norm(h: torch.Tensor, y: torch.Tensor, norm: tuple[torch.Tensor, fl
     to h in place (h is the decoder's own, made by its embedding)."""
     weight = norm[0]
     fused = (fused_ops(h, h.numel() // h.shape[-1], "fused_decode_layer")
-             if weight.dtype == h.dtype and weight.dim() == 1 else None)
+             if weight.dtype == h.dtype and weight.dim() == 1 and not (y.requires_grad and torch.is_grad_enabled())
+             else None)
     if fused is not None:
         return h, fused.add_rms_norm_(h, y, weight, norm[1])
     h = h + y
@@ -186,7 +188,7 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up from the fused gate/up projection's output [..., 2I] -> [..., I]."""
     fused = fused_ops(gate_up, gate_up.numel() // gate_up.shape[-1], "fused_decode_layer")
     if fused is not None:
-        return fused.silu_mul(gate_up.view(-1, gate_up.shape[-1])).view(*gate_up.shape[:-1], -1)
+        return fused.silu_mul(gate_up.reshape(-1, gate_up.shape[-1])).view(*gate_up.shape[:-1], -1)
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate) * up
 

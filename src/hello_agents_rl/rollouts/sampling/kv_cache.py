@@ -35,7 +35,8 @@ def prefill_shared(
     decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, extra: int, reserve: int
 ) -> tuple[SharedPromptCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """As `prefill`, for rows whose groups of `group_size` adjacent rows share one prompt: the prompt's keys stay
-    once per group, each row gets `reserve` slots of its own (grown by `grow_own`). With group_size 1 each row is
+    once per group, each row gets min(reserve, extra) slots of its own, rounded up to whole key blocks (grown by
+    `grow_own`). With group_size 1 each row is
     its own group (distinct prompts still computed once, then copied). Returns the cache, the hidden state after
     each row's prompt [B, H] and rope tables for all P + extra slots (every completion slot is a valid key)."""
     batch, length = prompts.shape

@@ -2,7 +2,8 @@
 
 Each kernel module is one source file (and the headers it shares with others); `build(name)` compiles it on first
 use (g++ and ninja, ~30 s, cached under ~/.cache/torch_extensions, with -march=native: the cache is this machine's)
-and every later process loads the cached build. Where a kernel cannot be built (no AVX-512, no compiler) its caller keeps the torch code.
+and every later process loads the cached build. Where a kernel cannot be built (no AVX-512, no compiler) its
+caller keeps the torch code.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def build(name: str) -> tuple[Any | None, str | None]:
     try:
         from torch.utils.cpp_extension import load
 
-        # the loader rebuilds when a source or a flag changes, not a header: the headers' hash goes in as a flag
+        # the loader's version check looks at the sources and flags, not the headers: their hash goes in as a flag
         headers = hashlib.sha1(b"".join(h.read_bytes() for h in sorted(KERNELS.glob("*.h")))).hexdigest()[:16]
         module = load(f"hello_agents_rl_{name}", [str(KERNELS / f"{name}.cpp")], verbose=False,
                       extra_cflags=["-O3", "-march=native", "-fopenmp", f"-DKERNEL_HEADERS_{headers}"])

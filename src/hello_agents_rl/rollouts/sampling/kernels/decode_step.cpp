@@ -226,15 +226,21 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& pk_i
   const auto G = pk_in.size(0), Hkv = pk_in.size(1), P = pk_in.size(3), T = ov.size(3);
   const auto r = Hq / Hkv;
   const bool store = new_k.has_value() && new_k->defined();
-  TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && pk_in.size(2) == D && ok.dim() == 6 &&
-                  ok.size(3) * LANES >= T && ok.size(4) == D && ok.size(5) == LANES && ok.stride(5) == 1 &&
-                  ok.stride(4) == LANES && ov.stride(4) == 1 && q.scalar_type() == torch::kFloat &&
-                  q.stride(3) == 1 && ok.scalar_type() == torch::kFloat && ov.scalar_type() == torch::kFloat,
+  TORCH_CHECK(D % LANES == 0 && B == G * n && Hq == Hkv * r && q.dim() == 4 && q.size(2) == 1 && q.stride(3) == 1 &&
+                  pk_in.dim() == 4 && pk_in.size(2) == D && pv_in.dim() == 4 && pv_in.size(0) == G &&
+                  pv_in.size(1) == Hkv && pv_in.size(2) == P && pv_in.size(3) == D && bias_in.dim() == 3 &&
+                  bias_in.size(0) == G * Hkv && bias_in.size(1) == n * r && bias_in.size(2) == P && ok.dim() == 6 &&
+                  ok.size(0) == G && ok.size(1) == Hkv && ok.size(2) == n && ok.size(3) * LANES >= T &&
+                  ok.size(4) == D && ok.size(5) == LANES && ok.stride(5) == 1 && ok.stride(4) == LANES &&
+                  ok.stride(3) >= D * LANES && ov.dim() == 5 && ov.size(0) == G && ov.size(1) == Hkv &&
+                  ov.size(2) == n && ov.size(4) == D && ov.stride(4) == 1 && q.scalar_type() == torch::kFloat &&
+                  ok.scalar_type() == torch::kFloat && ov.scalar_type() == torch::kFloat,
               "decode_attention: fp32, head_dim a multiple of 16, B = groups * n, q [B, Hq, 1, D], own keys "
               "[.., blocks, D, 16] (blocks * 16 >= T, each block contiguous) and values [.., T, D] contiguous in D");
-  TORCH_CHECK(!store || (new_v.has_value() && new_v->defined() && T > 0 && new_k->size(0) == B &&
-                         new_k->size(1) == Hkv && new_k->size(3) == D && new_k->stride(3) == 1 &&
-                         new_v->size(0) == B && new_v->size(1) == Hkv && new_v->size(3) == D &&
+  TORCH_CHECK(!store || (new_v.has_value() && new_v->defined() && T > 0 && new_k->dim() == 4 && new_v->dim() == 4 &&
+                         new_k->size(0) == B && new_k->size(1) == Hkv && new_k->size(2) == 1 &&
+                         new_k->size(3) == D && new_k->stride(3) == 1 && new_v->size(0) == B &&
+                         new_v->size(1) == Hkv && new_v->size(2) == 1 && new_v->size(3) == D &&
                          new_v->stride(3) == 1 && new_k->scalar_type() == torch::kFloat &&
                          new_v->scalar_type() == torch::kFloat),
               "decode_attention: new_k and new_v fp32 [B, Hkv, 1, D], D contiguous, and a slot to write them to");
@@ -504,6 +510,8 @@ class DecodeLayers {
     for (int64_t l = 0; l < layers; ++l) {
       const auto Hkv = own_keys[l].size(1), D = own_keys[l].size(4);
       const auto qkv = streamed_linear(x.view({B, H}), panels_[4 * l], biases_[4 * l]);  // [B, (Hq + 2 Hkv) D]
+      TORCH_CHECK(qkv.size(1) == (Hq + 2 * Hkv) * D, "DecodeLayers.step: layer ", l, "'s q/k/v projection is ",
+                  qkv.size(1), " wide, not (Hq + 2 Hkv) D = ", (Hq + 2 * Hkv) * D);
       const auto roped = rope(qkv.narrow(1, 0, (Hq + Hkv) * D).view({B, 1, Hq + Hkv, D}), cos, sin);
       auto values = own_values[l].narrow(3, 0, step + 1);
       const auto attn = decode_attention(
