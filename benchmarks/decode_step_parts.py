@@ -5,10 +5,11 @@
 One `sample()` of prompts x generations rows (each prompt repeated, as a GRPO batch; prompts of ~150-170 tokens,
 128 new tokens without EOS so that every step has every row), timed once to warm up and then with each part's
 calls wrapped in a wall-clock timer, twice: with the native decode loop (its decode steps as one part: the layers
-run in C++, past the timers) and with the Python loop (native_decode_loop off), part by part: the prompt pass, the decode steps (and inside them the projections, the
-attention over the caches, the norms, the residual adds with theirs, SwiGLU's activation and RoPE), the LM head and
-the draw. With fused_decode_layer off, the residual adds' norms are counted in the norms' line too. Run it alone on quiet cores. The
-timers add a few microseconds per call (about 0.1 s in a 128-token run).
+run in C++, past the timers) and with the Python loop (native_decode_loop off), part by part: the prompt pass, the
+decode steps (and inside them the projections, the attention over the caches, the norms, the residual adds with
+theirs, SwiGLU's activation and RoPE), the LM head and the draw. With fused_decode_layer off, the residual adds'
+norms are counted in the norms' line too. Run it alone on quiet cores. The timers add a few microseconds per call
+(about 0.1 s in a 128-token run).
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ def main() -> None:
     rows = args.prompts * args.generations
     prompts = [[1] + list(range(100, 250 + (row // args.generations) * 7)) for row in range(rows)]
     seconds: dict[str, float] = defaultdict(float)
+    parts: list[str] = []  # the timed parts, in the order they are printed
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        parts.extend([name] if name not in parts else [])
+
         def run(*a: Any, **k: Any) -> Any:
             started = time.perf_counter()
             try:
@@ -70,9 +74,10 @@ def main() -> None:
                        generator=torch.Generator().manual_seed(0))
         return time.perf_counter() - started
 
-    decoder.decode, decoder.logits = timed("decode steps", decoder.decode), timed("LM head", decoder.logits)
-    sampler.draw, sampler.prefill_shared = timed("draw", sampler.draw), timed("prompt pass", sampler.prefill_shared)
-    sampler.draw_from_logits = timed("draw", sampler.draw_from_logits)
+    sampler.prefill_shared = timed("prompt pass", sampler.prefill_shared)
+    decoder.decode = timed("decode steps", decoder.decode)
+    decoder_module.LinearView.__call__ = timed("  projections (and the prompt pass's, the LM head's)",
+                                               decoder_module.LinearView.__call__)
     decoder_module.grouped_attention = timed("  attention (the step's key and value stored)",
                                              decoder_module.grouped_attention)
     decoder_module.rms_norm = timed("  norms (and the prompt pass's)", decoder_module.rms_norm)
@@ -80,17 +85,14 @@ def main() -> None:
                                          decoder_module.residual_norm)
     decoder_module.silu_mul = timed("  silu(gate) * up (and the prompt pass's)", decoder_module.silu_mul)
     decoder_module.apply_rope = timed("  RoPE (and the prompt pass's)", decoder_module.apply_rope)
-    decoder_module.LinearView.__call__ = timed("  projections (and the prompt pass's, the LM head's)",
-                                               decoder_module.LinearView.__call__)
+    decoder.logits = timed("LM head", decoder.logits)
+    sampler.draw, sampler.draw_from_logits = timed("draw", sampler.draw), timed("draw", sampler.draw_from_logits)
     print(f"{rows} rows ({args.prompts} prompts x {args.generations}), {args.new_tokens} new tokens, "
           f"{args.threads} threads: decoder built in {builds[0]:.2f} s, again in {builds[1]:.2f} s")
     steps = args.new_tokens - 1
-    parts = ("prompt pass", "decode steps", "  projections (and the prompt pass's, the LM head's)",
-             "  attention (the step's key and value stored)", "  norms (and the prompt pass's)",
-             "  residual adds and their norms (and the prompt pass's)", "  silu(gate) * up (and the prompt pass's)",
-             "  RoPE (and the prompt pass's)", "LM head", "draw")
     # the native loop runs the layers in C++, past the Python timers: its decode steps only, then the Python loop's
-    for off, loop in (("", "the native decode loop"), ("native_decode_loop", "the Python loop (native_decode_loop off)")):
+    for off, loop in (("", "the native decode loop"),
+                      ("native_decode_loop", "the Python loop (native_decode_loop off)")):
         os.environ[speedups.OFF_SWITCH] = off
         run()  # warm-up
         total = run()

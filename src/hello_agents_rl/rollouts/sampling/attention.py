@@ -20,6 +20,11 @@ KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 KEY_BLOCK = 16  # a row's own keys in blocks of this many slots, each block's [D, 16] adjacent (SharedPromptCache)
 
 
+def key_blocks(slots: int) -> int:
+    """The key blocks that hold `slots` slots."""
+    return -(-slots // KEY_BLOCK)
+
+
 @dataclass
 class SharedPromptCache:
     """The decode steps' cache: each prompt's keys and values once per group, each row's completion apart.
@@ -71,7 +76,7 @@ def grouped_attention(
         block, lane = divmod(own_length - 1, KEY_BLOCK)
         own_keys[:, :, :, block, :, lane], own_values[:, :, :, -1] = key, value
     # the blocks holding valid slots as [G, Hkv, n, D, slots] (a copy), the valid slots
-    valid_blocks = own_keys[:, :, :, : -(-own_length // KEY_BLOCK)]
+    valid_blocks = own_keys[:, :, :, : key_blocks(own_length)]
     own_keys = valid_blocks.transpose(3, 4).reshape(*own_keys.shape[:3], dim, -1)[..., :own_length]
     rows = n * r  # a key head's queries in a group
     # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)

@@ -265,7 +265,7 @@ class FastDecoder:
         """kernels/decode_step.cpp's DecodeLayers over this view's packed weights, where its kernels cover every
         layer: fused q/k/v and gate/up projections streamed, no q/k norms, fp32 norms over the last dimension,
         head_dim a multiple of 16; None otherwise (the Python loop)."""
-        projections = [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)]
+        projections = self._projections()[:-1]  # the layers', in order: q/k/v, o, gate/up, down (not the LM head)
         norms = [norm for layer in self.layers for norm in (layer.in_norm, layer.post_norm)] + [self.final_norm]
         if (len(projections) != 4 * len(self.layers) or self.head_dim % 16 or self.dtype != torch.float32
                 or any(p.packed is None or p.packed.kernel != "stream" or p.loras for p in projections)

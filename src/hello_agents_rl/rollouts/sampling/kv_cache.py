@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from hello_agents_rl.rollouts.sampling.attention import KEY_BLOCK, KVCache, SharedPromptCache, prompt_bias
+from hello_agents_rl.rollouts.sampling.attention import KEY_BLOCK, KVCache, SharedPromptCache, key_blocks, prompt_bias
 from hello_agents_rl.rollouts.sampling.decoder import FastDecoder
 
 
@@ -36,9 +36,9 @@ def prefill_shared(
 ) -> tuple[SharedPromptCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """As `prefill`, for rows whose groups of `group_size` adjacent rows share one prompt: the prompt's keys stay
     once per group, each row gets min(reserve, extra) slots of its own, rounded up to whole key blocks (grown by
-    `grow_own`). With group_size 1 each row is
-    its own group (distinct prompts still computed once, then copied). Returns the cache, the hidden state after
-    each row's prompt [B, H] and rope tables for all P + extra slots (every completion slot is a valid key)."""
+    `grow_own`). With group_size 1 each row is its own group (distinct prompts still computed once, then copied).
+    Returns the cache, the hidden state after each row's prompt [B, H] and rope tables for all P + extra slots
+    (every completion slot is a valid key)."""
     batch, length = prompts.shape
     if group_size > 1:
         first = torch.arange(0, batch, group_size, device=prompts.device)
@@ -98,7 +98,7 @@ def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device) 
 def _own_buffers(decoder: FastDecoder, groups: int, group_size: int, slots: int, device: torch.device) -> KVCache:
     """SharedPromptCache.own, empty, with room for `slots` tokens (rounded up to whole key blocks): keys
     [G, Hkv, n, blocks, D, 16], values [G, Hkv, n, blocks * 16, D]."""
-    kv, d, blocks = decoder.num_kv_heads, decoder.head_dim, -(-slots // KEY_BLOCK)
+    kv, d, blocks = decoder.num_kv_heads, decoder.head_dim, key_blocks(slots)
     def empty(*shape: int) -> torch.Tensor:
         return torch.empty(shape, dtype=decoder.dtype, device=device)
 
@@ -109,7 +109,7 @@ def _own_buffers(decoder: FastDecoder, groups: int, group_size: int, slots: int,
 def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
     """The same shared cache with room for `slots` completion tokens per row (rounded up to whole key blocks;
     amortised doubling, like a dynamic cache, not a static one)."""
-    blocks = -(-slots // KEY_BLOCK)
+    blocks = key_blocks(slots)
 
     def grown(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:  # keys' blocks or values' slots to `size`
         shape = list(t.shape)

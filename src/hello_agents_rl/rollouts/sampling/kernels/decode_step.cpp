@@ -200,6 +200,12 @@ inline float exp_and_sum(float* s, int64_t len, float max) {
   return _mm512_reduce_add_ps(sum);
 }
 
+// y = x / sqrt(squares / width + eps) * w over one row, given the sum of its squares: RMSNorm's scaling
+inline void rms_scale(const float* x, const float* w, float* y, int64_t width, float squares, double eps) {
+  const float inv = 1.0f / std::sqrt(squares / static_cast<float>(width) + static_cast<float>(eps));
+  for (int64_t e = 0; e < width; ++e) y[e] = x[e] * inv * w[e];
+}
+
 inline float row_max(const float* s, int64_t len) {
   __m512 m = _mm512_set1_ps(-INFINITY);
   for (int64_t i = 0; i < len; i += LANES) {
@@ -330,8 +336,7 @@ torch::Tensor rms_norm(const torch::Tensor& x_in, const torch::Tensor& weight_in
     }
     float sum = _mm512_reduce_add_ps(squares);
     for (; e < h; ++e) sum += xr[e] * xr[e];
-    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(h) + static_cast<float>(eps));
-    for (e = 0; e < h; ++e) yr[e] = xr[e] * inv * W[e];
+    rms_scale(xr, W, yr, h, sum, eps);
   }
   return out;
 }
@@ -467,9 +472,7 @@ torch::Tensor add_rms_norm_(torch::Tensor& h, const torch::Tensor& y_in, const t
       _mm512_mask_storeu_ps(hr + e, m, v);
       squares = _mm512_fmadd_ps(v, v, squares);
     }
-    const float inv = 1.0f / std::sqrt(_mm512_reduce_add_ps(squares) / static_cast<float>(width) +
-                                       static_cast<float>(eps));
-    for (int64_t e = 0; e < width; ++e) o[e] = hr[e] * inv * W[e];
+    rms_scale(hr, W, o, width, _mm512_reduce_add_ps(squares), eps);
   }
   return out;
 }
