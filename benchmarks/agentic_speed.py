@@ -3,7 +3,7 @@
     python benchmarks/agentic_speed.py --model outputs/demo_tools/sft/model [--steps 10] [--threads 1]
 
 Each arm runs in a fresh process: the tool demo's GRPO stage (calculator, the same prompts, seed, steps and
-settings) with HELLO_AGENTS_FAST=1 (the lean sampler, which runs every turn of TRL's tool loop) and with
+settings) with HELLO_AGENTS_FAST=1 (the fast sampler, which runs every turn of TRL's tool loop) and with
 HELLO_AGENTS_FAST=0 (TRL's own code throughout). It prints each arm's training time (wall) and the process's
 CPU seconds (the fair measure on a machine shared with other jobs), the rollout path it reports, and the
 ratios. Target: the fast arm is not slower.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ARM = """
 import json, sys
-from hello_agents_rl.workflows.demo_tools import Recipe, train_grpo
+from hello_agents_rl.workflows.demo_tool_use import Recipe, train_grpo
 from pathlib import Path
 recipe = Recipe(grpo_steps=int(sys.argv[3]))
 result = train_grpo(sys.argv[1], Path(sys.argv[2]), recipe, seed=0)
@@ -37,7 +37,7 @@ def run_arm(model: str, out: Path, steps: int, fast: bool) -> dict:
     done = subprocess.run([sys.executable, "-c", ARM, model, str(out), str(steps)], env=env, capture_output=True,
                           text=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
     # CPU seconds of the whole process: on a shared machine the wall clock depends on the neighbours
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {**json.loads(line.removeprefix("RESULT ")), "process_cpu_s": round(cpu, 1)}

@@ -18,7 +18,7 @@ def report(result: dict[str, Any]) -> None:
 
 def result_of(done: subprocess.CompletedProcess, what: str) -> dict[str, Any]:
     """The child's measurement, or its output and a SystemExit naming `what` when it failed."""
-    line = next((l for l in reversed(done.stdout.splitlines()) if l.startswith(PREFIX)), None)
+    line = next((out for out in reversed(done.stdout.splitlines()) if out.startswith(PREFIX)), None)
     if done.returncode or line is None:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
         raise SystemExit(f"{what} failed (exit {done.returncode})")

@@ -1,29 +1,27 @@
-"""Where a decode step's time goes: the lean sampler on SmolLM2-135M under LoRA, part by part.
+"""Where a decode step's time goes: the fast path's sampler on SmolLM2-135M under LoRA, part by part.
 
     python benchmarks/decode_step_parts.py [--prompts 4] [--generations 4] [--new-tokens 128] [--threads 2]
 
 One `sample()` of prompts x generations rows (each prompt repeated, as a GRPO batch; prompts of ~150-170 tokens,
 128 new tokens without EOS so that every step has every row), timed once to warm up and then with each part's
-calls wrapped in a wall-clock timer, twice: with the native decode loop (its decode steps as one part: the layers
-run in C++, past the timers) and with the Python loop (native_decode_loop off), part by part: the prompt pass, the
-decode steps (and inside them the projections, the attention over the caches, the norms, the residual adds with
-theirs, SwiGLU's activation and RoPE), the LM head and the draw. With fused_decode_layer off, the residual adds'
-norms are counted in the norms' line too. Run it alone on quiet cores. The timers add a few microseconds per call
-(about 0.1 s in a 128-token run).
+calls wrapped in a wall-clock timer, part by part: the prompt pass, the decode steps (and inside them the
+projections, the attention over the caches, the norms, the residual adds, SwiGLU's activation and RoPE), the LM
+head and the draw. Run it alone on quiet cores. The timers add a few microseconds per call (about 0.1 s in a
+128-token run).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_model_common import smollm2_gguf  # noqa: E402
+from real_model_common import smollm2_gguf
 
 
 def main() -> None:
@@ -36,10 +34,10 @@ def main() -> None:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from hello_agents_rl import speedups
     from hello_agents_rl.models import load_model, resolve_model_source
-    from hello_agents_rl.rollouts.sampling import FastDecoder, decoder as decoder_module, sampler
     from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
+    from hello_agents_rl.trainers.fast.sampling import FastDecoder, sampler
+    from hello_agents_rl.trainers.fast.sampling import decoder as decoder_module
 
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as the trainer runs it
@@ -86,23 +84,20 @@ def main() -> None:
     decoder_module.silu_mul = timed("  silu(gate) * up (and the prompt pass's)", decoder_module.silu_mul)
     decoder_module.apply_rope = timed("  RoPE (and the prompt pass's)", decoder_module.apply_rope)
     decoder.logits = timed("LM head", decoder.logits)
-    sampler.draw, sampler.draw_from_logits = timed("draw", sampler.draw), timed("draw", sampler.draw_from_logits)
+    sampler.draw = timed("draw", sampler.draw)
     print(f"{rows} rows ({args.prompts} prompts x {args.generations}), {args.new_tokens} new tokens, "
           f"{args.threads} threads: decoder built in {builds[0]:.2f} s, again in {builds[1]:.2f} s")
     steps = args.new_tokens - 1
-    # the native loop runs the layers in C++, past the Python timers: its decode steps only, then the Python loop's
-    for off, loop in (("", "the native decode loop"),
-                      ("native_decode_loop", "the Python loop (native_decode_loop off)")):
-        os.environ[speedups.OFF_SWITCH] = off
-        run()  # warm-up
-        total = run()
-        print(f"\n{loop}: sample() {total:.2f} s")
-        print(f"{'part':<60} {'s':>6} {'ms/step':>8}")
-        for name in parts:
-            if seconds[name] or name in ("decode steps", "LM head"):
-                print(f"{name:<60} {seconds[name]:>6.2f} {1000 * seconds[name] / steps:>8.1f}")
-        rest = total - sum(seconds[n] for n in ("prompt pass", "decode steps", "LM head", "draw"))
-        print(f"{'the rest of the loop':<60} {rest:>6.2f} {1000 * rest / steps:>8.1f}")
+    run()  # warm-up
+    total = run()
+    print(f"\nsample() {total:.2f} s")
+    print(f"{'part':<60} {'s':>6} {'ms/step':>8}")
+    for name in parts:
+        if seconds[name] or name in ("decode steps", "LM head"):
+            print(f"{name:<60} {seconds[name]:>6.2f} {1000 * seconds[name] / steps:>8.1f}")
+    rest = total - sum(seconds[n] for n in ("prompt pass", "decode steps", "LM head", "draw"))
+    print(f"{'the rest of the loop':<60} {rest:>6.2f} {1000 * rest / steps:>8.1f}")
+
 
 if __name__ == "__main__":
     main()

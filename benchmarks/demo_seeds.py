@@ -112,13 +112,11 @@ def record(runs: dict[int, dict], command: str) -> dict:
 
 
 def record_smollm2(runs: dict[int, dict], text: str, verdicts: list[str], command: str) -> None:
-    from real_model_common import write_block as write_doc_block
-    from real_model_readme import DOC, update_record
+    from real_model_readme import record_seeds
 
     rows = [{"label": f", seed {seed}", "start": r["sft"]["accuracy"], "after": r["grpo"]["accuracy"],
              "gain": r["grpo_minus_sft"]["all"]["points"], "interval": r["grpo_minus_sft"]["all"]["interval"],
              "wall_s": r["process_wall_s"]} for seed, r in runs.items()]
-    update_record("demo", {"command": command, "runs": rows})
     intervals = "\n".join(
         f"- seed {seed}: GRPO - SFT " + ", ".join(
             f"{name} {g['points']:+.1f} [{g['interval'][0]:+.1f}, {g['interval'][1]:+.1f}] ({g['questions']} q)"
@@ -128,8 +126,7 @@ def record_smollm2(runs: dict[int, dict], text: str, verdicts: list[str], comman
     block = (f"## The demo on SmolLM2: RL beyond imperfect demonstrations (figures written by the script)\n\n"
              f"`{command}` (held-out greedy accuracy, 250 questions):\n\n```\n{text}\n```\n\n{intervals}\n\n"
              + "\n".join(verdicts))
-    write_doc_block(DOC, block, ("<!-- demo-seeds:begin (benchmarks/demo_seeds.py --model smollm2 writes this block) -->",
-                                 "<!-- demo-seeds:end -->"))
+    record_seeds("demo", "demo_seeds.py", rows, command, block)
 
 
 def render_readme(recorded: dict) -> str:

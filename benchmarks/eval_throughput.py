@@ -9,12 +9,12 @@ grpo_throughput.py prepares (built on first use), max_new_tokens 32. Variants, a
                    (what the old hello-agents tool did);
 * batched_32    -- `hello_agents_rl.rollouts.loop.roll_out`, batch_size 32 (EvaluateConfig's default);
 * batched_125   -- the same with 125 questions per batch (what the demo uses);
-* lean_125      -- the GRPO lean sampler (rollouts/sampling/) greedy, 125 per batch: not wired into
+* lean_125      -- the GRPO fast sampler (trainers/fast/sampling/) greedy, 125 per batch: not wired into
                    `evaluate` (shown for what it would add).
 
 Reported: questions/s (wall and CPU), accuracy of each (they must agree), and ratios to one_at_a_time; and the
 roofline of each (benchmarks/roofline.py): the machine measured in this run at each variant's batch rows, the work
-of generating the lean sampler's greedy completions (each prompt once, each new token once) in batches of that
+of generating the fast sampler's greedy completions (each prompt once, each new token once) in batches of that
 size, one after another. --doc writes it all into a markdown block.
 """
 
@@ -25,11 +25,11 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import roofline  # noqa: E402
+import roofline
 
 BATCH_ROWS = {"one_at_a_time": 1, "batched_32": 32, "batched_125": 125, "lean_125": 125}
 
@@ -52,14 +52,14 @@ def main() -> None:
     started = time.time()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
-
     from grpo_throughput import prepare
-    from hello_agents_rl.data.formatting import render_prompt
+
     from hello_agents_rl.data.arithmetic import make_dataset
-    from hello_agents_rl.rollouts.loop import roll_out
+    from hello_agents_rl.data.formatting import render_prompt
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.rewards import is_correct
-    from hello_agents_rl.rollouts.sampling import sample
+    from hello_agents_rl.rollouts.loop import roll_out
+    from hello_agents_rl.trainers.fast.sampling import sample
 
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +82,7 @@ def main() -> None:
     def batched(size: int) -> Callable[[], list[str]]:
         return lambda: [r[0].trajectory.final_text for r in roll_out(model, tokenizer, rows, n_new, batch_size=size)]
 
-    completion_lengths: list[int] = []  # the lean sampler's greedy completions, in tokens: the work's measure
+    completion_lengths: list[int] = []  # the fast sampler's greedy completions, in tokens: the work's measure
 
     def lean(size: int) -> Callable[[], list[str]]:
         def run() -> list[str]:

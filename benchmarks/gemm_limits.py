@@ -10,7 +10,7 @@ Why generation stays under half of its roofline bound at a decode step's 16 rows
   call after another, so that the weights come from memory (the streaming rate, as GB/s of weights);
 * what a kernel would reach if it did its reading and its arithmetic one after the other rather than at once,
   1 / (1 / read rate + 1 / compute rate), both in weight bytes per second;
-* the same stream on our streamed GEMM (rollouts/sampling/streamed_gemm.py: 16-column panels, a software
+* the same stream on our streamed GEMM (trainers/fast/sampling/streamed_gemm.py: 16-column panels, a software
   prefetch), where this machine builds it;
 * the same stream with the weights in bf16, prepacked for oneDNN (AMX): half the bytes, other numbers;
 * bf16x3 (three bf16 products, hi and lo parts of input and weight, accumulated in fp32: near-fp32 accuracy
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import roofline  # noqa: E402
-from real_model_common import smollm2_gguf, write_run_block  # noqa: E402
+import roofline
+from real_model_common import smollm2_gguf, write_run_block
 
 DECODE_ROWS, CHUNK_ROWS = 16, 508
 
@@ -36,7 +36,7 @@ def stream_rate(shape: roofline.ModelShape, dtype: str, threads: int) -> float:
     import torch
 
     torch.set_num_threads(threads)
-    from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight
+    from hello_agents_rl.trainers.fast.sampling.frozen_gemm import PackedWeight
 
     dt = torch.bfloat16 if dtype == "bf16" else torch.float32
     weights = [torch.randn(n, k).to(dt) for _ in range(shape.layers) for k, n in shape.projections()]
@@ -105,9 +105,9 @@ def main() -> None:
              "", f"{'threads':>7} {'memory':>7} {'compute':>8} {'fp32 stream':>12} {'of memory':>10} "
              f"{'read, then compute':>19} {'ours stream':>12} {'of memory':>10} {'bf16 stream':>12} "
              f"{'bf16 weights/s':>15}"]
-    from hello_agents_rl.rollouts.sampling import streamed_gemm
+    from hello_agents_rl.trainers.fast.sampling import streamed_gemm
 
-    ours_built = streamed_gemm.kernels()[0] is not None
+    ours_built = streamed_gemm.built()[0] is not None
     for threads in sorted({1, args.threads}):
         memory = roofline.bandwidth(threads)
         compute = roofline.gemm_rate(DECODE_ROWS, shape.projections(), threads) * 4 / (2 * DECODE_ROWS)  # GB/s

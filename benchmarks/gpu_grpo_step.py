@@ -6,15 +6,19 @@
 The model has Qwen3-0.6B's layers (28 x 1024 wide, 16 query / 8 KV heads, MLP 3072) but the tiny
 model's tokenizer, so its vocabulary is that tokenizer's (~320 tokens, not 151,936): the embedding and
 LM head are tiny and the numbers measure the transformer blocks. Random weights rarely emit EOS, so
-every completion runs to max_new_tokens: a worst case for generation time. Each setting (gradient
-checkpointing off, then on) runs `steps` GRPO steps through RLTrainingTool; the first step is warm-up.
-Prints one line per setting and writes results.json under --out.
+every completion runs to max_new_tokens: a worst case for generation time. Each setting (the fast path on,
+then off: HELLO_AGENTS_FAST) runs `steps` GRPO steps through RLTrainingTool; the first step is warm-up. The
+"on" row says whether the fast path really ran (its sampler) or why not: on a device that is not verified
+(trainers/fast/verified.py) it stays off unless HELLO_AGENTS_FAST_DEVICES names the device, which
+benchmarks/gpu_check.sh does only after the equivalence test passed there.
+Prints one line per setting and writes results.json under --out (and to --json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -53,9 +57,11 @@ def build_model(out: Path, shape: str) -> Path:
     return folder
 
 
-def run_setting(model: Path, out: Path, args: argparse.Namespace, checkpointing: bool) -> dict[str, Any]:
-    from hello_agents.tools import RLTrainingTool
+def run_setting(model: Path, out: Path, args: argparse.Namespace, fast: bool) -> dict[str, Any]:
+    from hello_agents_rl.interfaces.tool import RLTrainingTool  # not through the start-up hook: it may be absent
+    from hello_agents_rl.trainers.fast.verified import ENV_SWITCH
 
+    os.environ[ENV_SWITCH] = "1" if fast else "0"  # read at each trainer's start
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -65,7 +71,7 @@ def run_setting(model: Path, out: Path, args: argparse.Namespace, checkpointing:
         "output_dir": str(out), "overwrite_output_dir": True, "max_samples": args.batch_size * args.steps,
         "max_steps": args.steps, "batch_size": args.batch_size, "num_generations": args.num_generations,
         "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "learning_rate": 1e-5, "warmup_ratio": 0.0,
-        "gradient_checkpointing": checkpointing, "use_lora": args.lora, "reward_type": "length_penalty",
+        "gradient_checkpointing": args.gradient_checkpointing, "use_lora": args.lora, "reward_type": "length_penalty",
         "reward_config": {"target_length": 40, "penalty_weight": 1.0}, "logging_steps": 1,
         "save_steps": 10_000, "report_to": "none", "oom_backoff": False,
     })
@@ -76,8 +82,13 @@ def run_setting(model: Path, out: Path, args: argparse.Namespace, checkpointing:
     step_time = statistics.median(m["step_time"] for m in steady)
     completions = args.batch_size * args.num_generations
     mean_length = statistics.mean(m.get("completions/mean_length", args.max_new_tokens) for m in steady)
+    record = result.get("fast_path") or {}
+    off = sorted({f"{f['part']}: {f['reason']}" for f in record.get("fallbacks", [])})
     return {
-        "gradient_checkpointing": checkpointing,
+        "fast_path_requested": fast,
+        "fast_path_sampler_ran": bool(record.get("sampler")),
+        "fast_path_fallbacks": off,
+        "gradient_checkpointing": args.gradient_checkpointing,
         "use_lora": args.lora,
         "status": result["status"],
         "num_steps": result["num_steps"],
@@ -106,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=False,
-                        help="LoRA instead of full fine-tuning (full shows the memory gradient checkpointing saves)")
+                        help="LoRA instead of full fine-tuning")
+    parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=False)
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -116,15 +129,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
     model = build_model(out, args.shape)
     rows = []
-    for checkpointing in (False, True):
-        row = run_setting(model, out / f"run-gc-{'on' if checkpointing else 'off'}", args, checkpointing)
+    for fast in (True, False):
+        row = run_setting(model, out / f"run-fast-{'on' if fast else 'off'}", args, fast)
         rows.append(row)
-        print(f"[grpo-step] gradient_checkpointing={'on ' if checkpointing else 'off'} | "
+        ran = "ran" if row["fast_path_sampler_ran"] else "did not run"
+        why = f" ({'; '.join(row['fast_path_fallbacks'])})" if row["fast_path_fallbacks"] else ""
+        print(f"[grpo-step] fast path {'on ' if fast else 'off'} ({ran}{why if fast else ''}) | "
               f"{row['completions_per_step']} completions x {row['mean_completion_tokens']:.0f} tokens | "
               f"{row['step_time_s']:.2f} s/step | {row['completions_per_s']:.1f} completions/s | "
               f"{row['tokens_per_s']:.0f} tokens/s | peak GPU memory {row['peak_gpu_memory_gib']} GiB", flush=True)
-    (out / "results.json").write_text(json.dumps({"shape": args.shape, "settings": rows}, indent=2))
+    report = json.dumps({"shape": args.shape, "device": _device(), "settings": rows}, indent=2)
+    (out / "results.json").write_text(report)
+    if args.json:
+        Path(args.json).write_text(report)
     return 0 if all(r["status"] == "completed" for r in rows) else 1
+
+
+def _device() -> str:
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
 
 
 if __name__ == "__main__":

@@ -72,9 +72,10 @@ def prepare(workdir: Path) -> str:
 
 
 def _prepare_child(workdir: Path) -> None:
+    from hello_agents.tools import RLTrainingTool
+
     from hello_agents_rl.data.arithmetic import make_dataset
     from hello_agents_rl.models import build_tiny_model
-    from hello_agents.tools import RLTrainingTool
 
     tiny = build_tiny_model(workdir / "tiny", seed=0)
     demos = make_dataset("train", SFT_RECIPE["steps"] * SFT_RECIPE["batch_size"], 0, carry_error=SFT_RECIPE["carry_error"])
@@ -122,12 +123,12 @@ def held_out_accuracy(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> f
 
 def run_ours(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts: Any,
              timed: Any) -> tuple[list[dict], Any, Any]:
-    import hello_agents_rl.trainers.fast as fast
-    from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents.tools import RLTrainingTool
 
-    instrumented = timed(fast.fast_grpo_trainer_class())
-    fast.fast_grpo_trainer_class = lambda: instrumented  # trainers/build.py looks it up at call time
+    import hello_agents_rl.trainers.fast as fast
+    from hello_agents_rl.models import load_model, load_tokenizer
+
+    fast.FastGRPOTrainer = timed(fast.FastGRPOTrainer)  # trainers/build.py looks it up at call time
 
     result = RLTrainingTool().run({
         "action": "train", "algorithm": "grpo", "model_name": model_path, "output_dir": str(out), "dataset": prompts,
@@ -175,9 +176,9 @@ def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts
 
 
 def child(variant: str, workload: str, seed: int, model_path: str, out: Path) -> dict[str, Any]:
-    from hello_agents_rl.data.arithmetic import make_dataset
-
     from collections import defaultdict
+
+    from hello_agents_rl.data.arithmetic import make_dataset
 
     TrainTimer.install()
     spec = WORKLOADS[workload]

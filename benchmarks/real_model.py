@@ -21,7 +21,7 @@ The reward is `accuracy`: a 135M model scores ~0 on GSM8K, so this measures spee
 
 More variants: trl_gc (plain TRL with gradient checkpointing, TRL's documented way to fit a big batch in
 memory: the 8x8 comparison) and ours-<name>[+<name>...] (ours with those optimisations of
-hello_agents_rl/speedups.py switched off, via $HELLO_AGENTS_FAST_OFF: what they buy). Before the rounds the parent measures the machine's
+hello_agents_rl/trainers/fast/switches.py switched off, via $HELLO_AGENTS_FAST_OFF: what they buy). Before the rounds the parent measures the machine's
 own limits (benchmarks/roofline.py) and, after them, prints each phase against its bound (the roofline table) and
 each target of TARGETS as PASS or FAIL.
 """
@@ -114,8 +114,8 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     from transformers import Trainer
 
     import hello_agents_rl.trainers.fast as fast
-    from hello_agents_rl.trainers.fast import chunked_loss
     from hello_agents_rl.interfaces.tool import RLTrainingTool
+    from hello_agents_rl.trainers.fast import chunked_loss
 
     times: dict[str, float] = defaultdict(float)
     batches: list[dict] = []
@@ -124,11 +124,11 @@ def child(variant: str, workload: str, seed: int, out: Path, args: argparse.Name
     elif variant.startswith("ours_chunk"):  # ours_chunk2048: the loss in chunks of that many tokens
         chunked_loss.LOSS_CHUNK_TOKENS = int(variant.removeprefix("ours_chunk"))
     if variant.startswith("ours") or variant == "vllm":
-        base = fast.fast_grpo_trainer_class()
+        base = fast.FastGRPOTrainer
     else:
         from trl import GRPOTrainer as base
     instrumented = timed_trainer(base, times, batches)
-    fast.fast_grpo_trainer_class = lambda: instrumented  # trainers/build.py looks it up at call time
+    fast.FastGRPOTrainer = instrumented  # trainers/build.py looks it up at call time
 
     train_clock: dict[str, float] = {}
     original = Trainer.train
@@ -183,7 +183,7 @@ def spawn(variant: str, workload: str, seed: int, args: argparse.Namespace) -> d
     cmd += ["--max-rss-gb", str(args.max_rss_gb)]
     started = time.time()
     env = child_env(args.threads)
-    if variant.startswith("ours-"):  # ours with optimisations switched off (hello_agents_rl/speedups.py), "+"-joined
+    if variant.startswith("ours-"):  # ours with optimisations switched off (hello_agents_rl/trainers/fast/switches.py), "+"-joined
         env["HELLO_AGENTS_FAST_OFF"] = variant.removeprefix("ours-").replace("+", ",")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode == 3 and "MEMORY CAP" in done.stdout:

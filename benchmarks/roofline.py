@@ -40,7 +40,7 @@ class ModelShape:
     lora_rank: int = 0  # LoRA on every linear layer of the decoder (the tool's all-linear default); 0: none
 
     @classmethod
-    def from_config(cls, model_dir: str | Path, lora_rank: int = 0) -> "ModelShape":
+    def from_config(cls, model_dir: str | Path, lora_rank: int = 0) -> ModelShape:
         c = json.loads(Path(model_dir, "config.json").read_text())
         heads = c["num_attention_heads"]
         return cls(hidden=c["hidden_size"], intermediate=c["intermediate_size"], layers=c["num_hidden_layers"],
@@ -104,8 +104,8 @@ def products(w: Any, rows: int) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from hello_agents_rl.rollouts.sampling import streamed_gemm
-    from hello_agents_rl.rollouts.sampling.frozen_gemm import PackedWeight
+    from hello_agents_rl.trainers.fast.sampling import streamed_gemm
+    from hello_agents_rl.trainers.fast.sampling.frozen_gemm import PackedWeight
 
     out = {"F.linear": lambda x: F.linear(x, w)}
     for kernel, there in (("mkl", torch._C.has_mkl), ("onednn", torch.backends.mkldnn.is_available())):
@@ -126,7 +126,7 @@ def gemm_rate(rows: int, shapes: list[tuple[int, int]], threads: int) -> float:
     flops = seconds = 0.0
     for k, n in shapes:
         x, w = torch.randn(rows, k), torch.randn(n, k)
-        seconds += min(_best_seconds(lambda f=f: f(x)) for f in products(w, rows).values())
+        seconds += min(_best_seconds(lambda f=f, x=x: f(x)) for f in products(w, rows).values())
         flops += 2.0 * rows * k * n
     return flops / seconds / 1e9
 
@@ -144,9 +144,9 @@ HEAD_TILE = 4096  # the LM head's rows timed for the compute roof: its whole wei
 
 
 def measure(shape: ModelShape, decode_rows: int, chunk_rows: int, threads: int) -> Machine:
-    from hello_agents_rl.rollouts.sampling import native
+    from hello_agents_rl.trainers.fast import kernels
 
-    native.build("decode_step")  # the hand-written kernels built (once per machine) before any timed run
+    kernels.build("decode_step")  # the hand-written kernels built (once per machine) before any timed run
     shapes = shape.projections() + [(shape.hidden, min(shape.vocab, HEAD_TILE))]
     return Machine(threads, decode_rows, chunk_rows, gemm_rate(decode_rows, shapes, threads),
                    gemm_rate(chunk_rows, shapes, threads), bandwidth(threads))
@@ -163,7 +163,7 @@ class BatchCounts:
     prompt_length: float  # mean distinct-prompt length
 
     @classmethod
-    def of(cls, distinct_prompt_lengths: list[int], completion_lengths: list[int]) -> "BatchCounts":
+    def of(cls, distinct_prompt_lengths: list[int], completion_lengths: list[int]) -> BatchCounts:
         """A batch that decodes until its longest completion ends."""
         prompts = distinct_prompt_lengths
         return cls(rows=len(completion_lengths), prompt_tokens=sum(prompts), completion_tokens=sum(completion_lengths),

@@ -36,9 +36,10 @@ def main() -> None:
     parser.add_argument("--no-docs", action="store_true", help="Do not write docs/ (a trial run).")
     args = parser.parse_args()
 
-    from hello_agents_rl.workflows.demo import FULL, evaluate, train_sft
-    from hello_agents_rl.models import build_tiny_model
     from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.models import build_tiny_model
+    from hello_agents_rl.workflows.demo import FULL, evaluate, train_sft
 
     started = time.time()
     out = Path(args.output_dir)

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import roofline  # noqa: E402
-from grpo_throughput import TrainTimer, child_env, held_out_accuracy, spread  # noqa: E402
+import roofline
+from grpo_throughput import TrainTimer, child_env, held_out_accuracy, spread
 
 WORKLOAD = {"steps": 120, "batch_size": 16, "learning_rate": 2e-3, "max_length": 1024, "lora_r": 16, "lora_alpha": 32}
 
@@ -48,8 +48,9 @@ def _data(seed: int) -> Any:
 
 
 def run_ours(model_path: str, seed: int, out: Path, padding_free: bool, fast_dropout: bool = False) -> tuple[list[dict], Any, Any]:
-    from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.models import load_model, load_tokenizer
 
     if fast_dropout:  # kept from before it was the default (trainers/build.py): a no-op on top of it now
         from trl import SFTTrainer
@@ -150,7 +151,7 @@ def spawn(variant: str, seed: int, model_path: str, workdir: Path) -> dict[str, 
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, __file__, "--child", variant, "--seed", str(seed), "--model", model_path, "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
-    line = next((l for l in reversed(done.stdout.splitlines()) if l.startswith("RESULT ")), None)
+    line = next((out for out in reversed(done.stdout.splitlines()) if out.startswith("RESULT ")), None)
     if done.returncode or line is None:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
         raise SystemExit(f"sft {variant} seed {seed} failed (exit {done.returncode})")

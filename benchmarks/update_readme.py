@@ -1,6 +1,7 @@
 """Regenerate the README's parameter tables from the config models (the single source of defaults)."""
 
-from hello_agents_rl.workflows.actions import markdown_tables
 from readme_blocks import write_block
+
+from hello_agents_rl.workflows.actions import markdown_tables
 
 write_block("params", markdown_tables())

@@ -8,7 +8,8 @@ The first form calls RLTrainingTool().run(params) from a script (params.json may
 the second runs the `hello-agents-rl` command line itself. Each rank writes into DUMP_DIR:
   result-rank{r}.json          the dict RLTrainingTool().run returned on that rank
   weights-rank{r}.safetensors  its trainable weights right after trainer.train()
-  seen-rank{r}.jsonl           the training set, what its dataloader fed it, the prompts its reward scored
+  seen-rank{r}.jsonl           the training set, what its dataloader fed it, the prompts its reward scored,
+                               and at each from_pretrained what transformers saw (FSDP, ZeRO-3, process group)
 tests/test_distributed.py compares them. PROBE_COLLECTIVE_SAVE=1 sends the final save down the
 DeepSpeed/FSDP path (all ranks gather, rank 0 merges the saved adapter) even under DDP. On a GPU
 machine the same commands run on the GPUs.
@@ -35,7 +36,7 @@ def main(dump_dir: str, args: list[str]) -> int:
     from safetensors.torch import save_file
     from transformers import Trainer
 
-    from hello_agents.tools import RLTrainingTool
+    from hello_agents_rl.interfaces.tool import RLTrainingTool  # not through the start-up hook: it may be absent
 
     rank = int(os.environ.get("RANK", "0"))
     dump = Path(dump_dir)
@@ -81,6 +82,18 @@ def main(dump_dir: str, args: list[str]) -> int:
         (dump / f"result-rank{rank}.json").write_text(json.dumps(result, indent=2, default=str))
         return result
 
+    from transformers import PreTrainedModel, modeling_utils
+
+    from_pretrained = PreTrainedModel.from_pretrained.__func__
+
+    def recording_from_pretrained(cls: type, *args: Any, **kwargs: Any) -> Any:
+        import torch.distributed as dist
+
+        record("load", {"fsdp": modeling_utils.is_fsdp_enabled(), "zero3": modeling_utils.is_deepspeed_zero3_enabled(),
+                        "process_group": dist.is_available() and dist.is_initialized()})
+        return from_pretrained(cls, *args, **kwargs)
+
+    PreTrainedModel.from_pretrained = classmethod(recording_from_pretrained)
     Trainer.train = recording_train
     actions.run = recording_run
     if os.environ.get("PROBE_COLLECTIVE_SAVE") == "1":

@@ -37,7 +37,7 @@ def ours_alone() -> str:
     result = RLTrainingTool().run(REWARD_CALL)
     assert result["scores"] == [1.0, 0.0] and isinstance(result["scores"][0], float), result
     try:
-        import hello_agents.agents  # noqa: F401  # the stand-in holds the tool and nothing else
+        import hello_agents.agents  # the stand-in holds the tool and nothing else
     except ImportError:
         pass
     else:

@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,10 @@ class Venv:
         run_command(sys.executable, "-m", "venv", path)
         self.python = path / "bin" / "python"
         purelib = run_command(self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
-        Path(purelib, "zz_borrowed.pth").write_text(f"{borrowed}\n")  # after the environment's own packages
+        # reached through a link inside the environment: dill (datasets' fingerprints) pickles modules under
+        # sys.prefix by reference, and fails on pyarrow's types when their files lie outside it
+        (path / "borrowed").symlink_to(borrowed, target_is_directory=True)
+        Path(purelib, "zz_borrowed.pth").write_text(f"{path / 'borrowed'}\n")  # after the environment's own packages
         self.cwd = path  # run from outside the checkout, so ./src is never on the path
 
     def pip(self, *args: str | Path) -> None:
@@ -65,6 +69,15 @@ class Venv:
 
     def run(self, *args: str | Path, timeout: int = 600, env: dict | None = None) -> str:
         return run_command(self.python, *args, cwd=self.cwd, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This project's wheel, built as `pip wheel` builds it."""
+    out = tmp_path_factory.mktemp("wheel")
+    run_command(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, Path(__file__).resolve().parents[1])
+    (built,) = out.glob("hello_agents_rl-*.whl")
+    return built
 
 
 @pytest.fixture(scope="session")
@@ -115,3 +128,41 @@ def _http_mcp_server(root: Path, *flags: str, env: dict[str, str] | None = None)
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+SRC = Path(__file__).resolve().parents[1] / "src"  # this checkout's package, put first on a fresh venv's path
+
+
+@pytest.fixture(scope="session")
+def hello_agents_100(borrowed_packages: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """hello-agents 1.0.0 from the registry (pip's cache reused) in a Python 3.11 environment that borrows this one's
+    packages; run this checkout there with `env={"PYTHONPATH": str(SRC)}`."""
+    venv = Venv(tmp_path_factory.mktemp("hello_agents_100") / "venv", borrowed_packages)
+    venv.pip("install", "hello-agents==1.0.0")
+    return venv
+
+
+def python312() -> str | None:
+    """A Python 3.12 interpreter (hello-agents 1.0.1 needs >= 3.12): on PATH, or one pyenv installed."""
+    import glob
+    import shutil
+
+    candidates = [shutil.which("python3.12") or ""] + sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.12*/bin/python3.12")))
+    for candidate in filter(None, candidates):
+        if subprocess.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"],
+                          capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def hello_agents_101(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """hello-agents 1.0.1 in a Python 3.12 environment of its own (no torch: only what the probe needs); its python."""
+    interpreter = python312()
+    if interpreter is None:
+        pytest.skip("hello-agents 1.0.1 needs Python 3.12 and none is installed (apt-get install python3.12, or pyenv)")
+    path = tmp_path_factory.mktemp("hello_agents_101") / "venv"
+    run_command(interpreter, "-m", "venv", path)
+    run_command(path / "bin" / "python", "-m", "pip", "-q", "--disable-pip-version-check", "install",
+                "hello-agents==1.0.1", cwd=path)
+    return path / "bin" / "python"

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from transformers import TrainerCallback
-
 from hello_agents.tools import RLTrainingTool
+from transformers import TrainerCallback
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +49,8 @@ class _CrashAtStep(TrainerCallback):
 
 
 def test_resume_continues_with_the_adapted_beta(tiny_model: str, tmp_path: Path) -> None:
-    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.trainers.run import train
+    from hello_agents_rl.workflows.actions import parse
 
     out = tmp_path / "run"
     # a range so narrow that step 2's KL falls outside it: beta moves before the checkpoint

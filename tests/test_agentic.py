@@ -8,14 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from hello_agents_rl import ConfigError
-from hello_agents_rl.rollouts.trajectory import read_trajectory
-from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
-from hello_agents_rl.rollouts.tools import ToolFailure, calculator, python, resolve_tools
-from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents.tools import RLTrainingTool
 
+from hello_agents_rl import ConfigError
+from hello_agents_rl.rewards import build_reward, to_trl_reward
+from hello_agents_rl.rollouts.tool_guard import ToolStats, guard, guarded_environment
+from hello_agents_rl.rollouts.tool_registry import ToolFailure, calculator, python, resolve_tools
+from hello_agents_rl.rollouts.trajectory import read_trajectory
 
 # --- built-in tools --------------------------------------------------------------------------------------------
 
@@ -39,7 +38,7 @@ def test_python_tool_runs_isolated_with_limits(tmp_path: Path, monkeypatch: pyte
         python("1/0")
     with pytest.raises(ToolFailure, match="MemoryError"):
         python("x = bytearray(2 * 1024**3)")
-    monkeypatch.setattr("hello_agents_rl.rollouts.tools.PYTHON_TIME_LIMIT_S", 1.0)
+    monkeypatch.setattr("hello_agents_rl.rollouts.tool_registry.PYTHON_TIME_LIMIT_S", 1.0)
     started = time.time()
     with pytest.raises(ToolFailure, match="timed out"):
         python("while True: pass")
@@ -50,7 +49,7 @@ def test_a_busy_snippet_dies_on_its_own_cpu_limit_even_when_nobody_kills_it() ->
     """The kernel's CPU limit, not only our timer: a busy loop whose killer is gone (the trainer exited, the
     guard abandoned the call) once kept a core busy for an hour."""
     assert python("import resource; print(resource.getrlimit(resource.RLIMIT_CPU))") == "(6, 6)"
-    from hello_agents_rl.rollouts.tools import _PYTHON_BOOTSTRAP
+    from hello_agents_rl.rollouts.tool_registry import _PYTHON_BOOTSTRAP
 
     started = time.time()
     child = subprocess.run([sys.executable, "-I", "-c", _PYTHON_BOOTSTRAP, "while True: pass", str(2**30), "1"],
@@ -146,7 +145,7 @@ def _bad(params: dict, *fragments: str) -> None:
     assert not Path("/tmp/never-written").exists()
 
 
-def no_hints(x):  # noqa: ANN001, ANN201
+def no_hints(x):
     """No type hints.
 
     Args:
@@ -291,7 +290,7 @@ def _flaky_judge(completion: str, ground_truth: str) -> float:
 
 
 def test_a_failing_custom_reward_in_a_tool_run_is_left_out_like_in_a_plain_run(tmp_path: Path) -> None:
-    from hello_agents_rl.trainers.tools import trajectory_reward
+    from hello_agents_rl.trainers.tool_run import trajectory_reward
     from hello_agents_rl.workflows.actions import parse
 
     cfg = parse({"action": "train", "algorithm": "grpo", "tools": ["calculator"], "reward_type": _flaky_judge,
@@ -308,7 +307,7 @@ def test_a_failing_custom_reward_in_a_tool_run_is_left_out_like_in_a_plain_run(t
 @pytest.mark.slow
 def test_a_tool_run_survives_a_failing_custom_reward_and_counts_the_failures(tmp_path: Path) -> None:
     from hello_agents_rl.data.multiplication import make_dataset
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
     scored = []
@@ -418,10 +417,10 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import hello_agents_rl.rollouts.loop as loop
+    from hello_agents_rl.data.multiplication import make_dataset
     from hello_agents_rl.evaluation.metrics import comparison_markdown
     from hello_agents_rl.evaluation.run import evaluate_model, write_details
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
-    from hello_agents_rl.data.multiplication import make_dataset
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     path = build_tiny_tool_model(tmp_path / "tiny", seed=0)
     tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
@@ -459,7 +458,7 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
 
 def test_plain_and_tool_evaluation_run_through_the_one_rollout_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import hello_agents_rl.rollouts.loop as loop
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
     turns: list[tuple[int, int]] = []  # (sequences in the batch, their longest length) per call of the loop's model
@@ -471,8 +470,8 @@ def test_plain_and_tool_evaluation_run_through_the_one_rollout_loop(tmp_path: Pa
             text = tokenizer.decode(ids)
             a, b = (int(x) for x in text.rsplit("What is ", 1)[1].split("?")[0].split(" * "))
             calls_first = "Tools: calculator" in text and "<tool_response>" not in text  # the prompt lists the tool
-            reply = ('<tool_call>\n{"name": "calculator", "arguments": {"expression": "%d * %d"}}\n</tool_call><|im_end|>'
-                     % (a, b) if calls_first else f"Final Answer: {a * b}<|im_end|>")
+            call = '{"name": "calculator", "arguments": {"expression": "' + f'{a} * {b}' + '"}}'
+            reply = (f"<tool_call>\n{call}\n</tool_call><|im_end|>" if calls_first else f"Final Answer: {a * b}<|im_end|>")
             out.append(tokenizer(reply, add_special_tokens=False)["input_ids"])
         return out
 
@@ -491,8 +490,8 @@ def test_plain_and_tool_evaluation_run_through_the_one_rollout_loop(tmp_path: Pa
 
 
 def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
-    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.interfaces.cli import build_parser, params_from_args
+    from hello_agents_rl.workflows.actions import parse
 
     config = tmp_path / "run.yaml"
     config.write_text("algorithm: grpo\ntools: [calculator]\nmax_tool_turns: 3\ntool_reward: {call_bonus: 0.1}\n")
@@ -507,18 +506,38 @@ def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
 def test_tiny_tool_model_from_the_cli(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from hello_agents_rl.rollouts.template import template_problem
     from hello_agents_rl.interfaces.cli import run
+    from hello_agents_rl.rollouts.template import template_problem
 
     assert run(["tiny-model", str(tmp_path / "tiny"), "--tools"]) == 0
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tiny")
     assert template_problem(tokenizer) is None  # what the ConfigError for other templates points to
 
 
+def test_the_prompt_names_each_tools_parameters() -> None:
+    # a model cannot guess an argument's name: a call with another one (`args`) fails; the tiny model keeps the
+    # line its demos were measured with
+    from transformers.utils import get_json_schema
+
+    from hello_agents_rl.models.tiny_tool_model import tool_tokenizer
+    from hello_agents_rl.rollouts.template import add_tool_template
+    from hello_agents_rl.rollouts.tool_registry import calculator, python
+
+    as_dict = {"type": "function", "function": {"name": "search", "description": "Search.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}}}}}
+    bare = {"type": "function", "function": {"name": "now", "description": "The time."}}
+    tools = [get_json_schema(calculator), get_json_schema(python), as_dict, bare]
+    question = [{"role": "user", "content": "hi"}]
+    text = add_tool_template(tool_tokenizer()).apply_chat_template(question, tools=tools, tokenize=False)
+    assert "Tools: calculator(expression) python(code) search(query, top_k) now()." in text
+    tiny = tool_tokenizer().apply_chat_template(question, tools=tools, tokenize=False)
+    assert "Tools: calculator python search now." in tiny
+
+
 def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None:
     import json
 
-    from hello_agents_rl.workflows.demo_tools import eval_details, write_report
+    from hello_agents_rl.workflows.demo_tool_use import eval_details, write_report
 
     metrics = dict(failed_call_rate=0.0, mean_calls=0.0, turns_exhausted_rate=0.0, num_questions=1)
     results = {"seed": 0, "sft": {**metrics, "accuracy": 0.0, "tool_call_rate": 0.0},
@@ -534,11 +553,11 @@ def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None
 
 
 def test_sft_on_transcripts_trains_the_assistant_tokens_only(tmp_path: Path) -> None:
-    from hello_agents_rl.workflows.actions import parse
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
     from hello_agents_rl.data.multiplication import make_dataset
     from hello_agents_rl.models import load_model, load_tokenizer
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
     from hello_agents_rl.trainers.build import build_trainer
+    from hello_agents_rl.workflows.actions import parse
 
     model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
     rows = make_dataset("train", 4, seed=0, tool_rate=1.0)

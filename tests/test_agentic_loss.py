@@ -16,19 +16,18 @@ import torch
 
 @pytest.fixture(scope="module")
 def tool_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     return str(build_tiny_tool_model(tmp_path_factory.mktemp("tiny_tools") / "model", seed=0))
 
 
 def _trainer(tool_model: str, tmp_path: Path, scripted: list[str], max_tool_turns: int = 2):
     from datasets import Dataset
-    from trl import GRPOConfig
 
-    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.trainers.build import build_trainer
-    from hello_agents_rl.trainers.tools import trajectory_reward
+    from hello_agents_rl.trainers.tool_run import trajectory_reward
+    from hello_agents_rl.workflows.actions import parse
 
     rows = Dataset.from_dict({"prompt": [[{"role": "user", "content": "What is 347 * 56?"}]] * 2,
                               "ground_truth": ["19432"] * 2})

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hello_agents.tools import RLTrainingTool
 
 from hello_agents_rl import ConfigError
 from hello_agents_rl.interfaces.cli import main
-from hello_agents.tools import RLTrainingTool
 
 
 def _train(tmp_path: Path, **params) -> None:
@@ -82,23 +82,23 @@ def test_unreachable_hub_id_fails_fast_with_the_fix(tmp_path: Path, monkeypatch:
     import socket
     import time
 
-    from hello_agents_rl import models
+    from hello_agents_rl.models import hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE")  # as a user would run it: no hint that we are offline
     with socket.socket() as closed:  # a hub endpoint on this machine that nothing listens on: the probe is refused
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    models._hub_reachable.cache_clear()
+    hub.hub_reachable.cache_clear()
     try:
         started = time.time()
         with pytest.raises(ConfigError, match="`model_name`: could not load .* the hub id 'Qwen/Qwen3-0.6B-typo'.*"
                                               "download the model once and point model_name at its local folder"):
             _train(tmp_path, model_name="Qwen/Qwen3-0.6B-typo", dataset="arithmetic")
         assert time.time() - started < 30
-        assert models._hub_reachable() is False  # judged by the probe, not by an offline setting
+        assert hub.hub_reachable() is False  # judged by the probe, not by an offline setting
     finally:
-        models._hub_reachable.cache_clear()  # the next test probes its own endpoint
+        hub.hub_reachable.cache_clear()  # the next test probes its own endpoint
     _assert_no_output(tmp_path)
 
 

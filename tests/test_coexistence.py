@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from conftest import Venv, run_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,14 +24,6 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 README_EXAMPLE = next(b for b in README.split("```python\n")[1:] if "register_tool(RLTrainingTool())" in b)
 README_EXAMPLE = README_EXAMPLE.split("```")[0] + "print(agent.tool_registry.list_tools())\n"
 LLM_ENV = {"LLM_MODEL_ID": "served-model", "LLM_API_KEY": "none", "LLM_BASE_URL": "http://127.0.0.1:9/v1"}
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    run_command(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT)
-    (built,) = out.glob("hello_agents_rl-*.whl")
-    return built
 
 
 @pytest.mark.slow

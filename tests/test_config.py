@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hello_agents.tools import RLTrainingTool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.config import TrainConfig
 from hello_agents_rl.trainers.args import trl_args
-from hello_agents.tools import RLTrainingTool
+from hello_agents_rl.workflows.actions import parse
 
 SEED_FIRST = {
     "action": "train", "algorithm": "grpo", "model_name": "Qwen/Qwen3-0.6B", "output_dir": "./models/grpo_model",
@@ -186,9 +186,10 @@ def test_scheduler_names_match_transformers() -> None:
 
 
 def test_one_action_table_serves_tool_cli_and_parser() -> None:
-    from hello_agents_rl.workflows.actions import ACTIONS
-    from hello_agents_rl.interfaces.cli import COMMANDS, build_parser, params_from_args
     from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.interfaces.cli import COMMANDS, build_parser, params_from_args
+    from hello_agents_rl.workflows.actions import ACTIONS
 
     parser = build_parser()
     subcommands = parser._subparsers._group_actions[0].choices  # argparse keeps them here

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from hello_agents_rl.workflows.actions import parse
-from hello_agents_rl.trainers.args import trl_args
 from hello_agents.tools import RLTrainingTool
+
+from hello_agents_rl.trainers.args import trl_args
+from hello_agents_rl.workflows.actions import parse
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ def test_a_pipe_gets_no_progress_bar_and_no_dependency_deprecation(tiny_model: s
                            f"--output_dir={tmp_path / 'out'}", "--algorithm=sft", "--dataset=arithmetic",
                            "--max_samples=8", "--max_steps=2", "--batch_size=4", "--use_lora=true",
                            "--gradient_checkpointing=true", "--report_to=none"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     for text in (done.stdout, done.stderr):
         for noise in ("is_gradient_checkpointing is deprecated", "FutureWarning", "Loading weights",

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from hello_agents.tools import RLTrainingTool
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.data import arithmetic
 from hello_agents_rl.data.sources import load
-from hello_agents.tools import RLTrainingTool
+from hello_agents_rl.workflows.actions import parse
 
 
 def _cfg(**params):

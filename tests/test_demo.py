@@ -66,21 +66,41 @@ def test_the_doctor_sees_no_slide_in_the_demos_rising_reward(demo: tuple[Path, d
     assert not [d for d in diagnostics if "sliding" in d], diagnostics
 
 
-@pytest.mark.slow
-def test_models_load_with_plain_transformers(demo: tuple[Path, dict]) -> None:
+def _plain_transformers_right_answers(path: str, rows: list[dict]) -> list[bool]:
+    """Greedy answers of the saved model loaded and prompted with plain transformers (nothing of this package but the
+    answer check), batched as the evaluation batches them, on the evaluation's device and dtype."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from hello_agents_rl.models import pick_device_dtype
+    from hello_agents_rl.rewards import is_correct
+
+    device, dtype = pick_device_dtype()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    assert tokenizer.chat_template, f"{path}: the chat template must travel with the model"
+    right = []
+    for start in range(0, len(rows), 125):
+        batch = rows[start:start + 125]
+        texts = [tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+                 for row in batch]
+        ids = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        out = model.generate(**ids, max_new_tokens=QUICK.max_new_tokens, do_sample=False)
+        answers = tokenizer.batch_decode(out[:, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+        right += [is_correct(answer, row["ground_truth"]) for answer, row in zip(answers, batch)]
+    return right
+
+
+@pytest.mark.slow
+def test_models_load_with_plain_transformers(demo: tuple[Path, dict]) -> None:
+    # A reader loads the saved folder with transformers alone and gets what the demo reported: the same greedy
+    # answers on the held-out questions, so the same accuracy on each subset (the same computation, batch for batch).
     results = demo[1]
+    rows = list(make_dataset("test"))
     for run in ("sft", "grpo"):
-        path = results[run]["model_path"]
-        model = AutoModelForCausalLM.from_pretrained(path)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        assert tokenizer.chat_template, f"{run}: the chat template must travel with the model"
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": "What is 48 + 24?"}], tokenize=False, add_generation_prompt=True
-        )
-        ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)
-        assert model.generate(**ids, max_new_tokens=4, do_sample=False).shape[1] > ids["input_ids"].shape[1]
+        right = _plain_transformers_right_answers(results[run]["model_path"], rows)
+        for subset, keep in (("carry", True), ("no_carry", False)):
+            mine = [r for r, row in zip(right, rows) if row["carry"] == keep]
+            assert sum(mine) == round(results[run][f"accuracy_{subset}"] * len(mine)), (run, subset)
 
 
 @pytest.mark.slow

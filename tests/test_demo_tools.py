@@ -15,7 +15,7 @@ MARGIN = 0.15
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from hello_agents_rl.workflows.demo_tools import run_demo
+    from hello_agents_rl.workflows.demo_tool_use import run_demo
 
     out = tmp_path_factory.mktemp("demo_tools")
     return out, run_demo(out, seed=0, quick=True)
@@ -50,7 +50,7 @@ def test_transcripts_and_tool_stats_are_kept(demo: tuple[Path, dict]) -> None:
 @pytest.mark.slow
 def test_tool_rollouts_run_on_the_lean_sampler(demo: tuple[Path, dict]) -> None:
     # the fast trainer generates every turn of TRL's tool loop itself (no fallback to model.generate)
-    assert results_path(demo).startswith("lean sampler"), results_path(demo)
+    assert results_path(demo).startswith("fast sampler"), results_path(demo)
 
 
 def results_path(demo: tuple[Path, dict]) -> str:

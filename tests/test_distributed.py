@@ -46,13 +46,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(args: list[str], cwd: Path, **extra_env: str) -> str:
-    """accelerate launch with 2 processes; returns stdout+stderr of all ranks together."""
+def _launch(args: list[str], cwd: Path, config: Path = CPU_2PROC, **extra_env: str) -> str:
+    """accelerate launch with 2 processes, no mixed precision; returns stdout+stderr of all ranks together."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", WANDB_MODE="offline",
                PYTHONUNBUFFERED="1", **extra_env)
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
-               "--main_process_port", str(_free_port()), *args]
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--num_processes", "2",
+               "--mixed_precision", "no", "--main_process_port", str(_free_port()), *args]
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:

@@ -157,3 +157,13 @@ def test_a_low_kl_under_lora_points_to_loras_learning_rates() -> None:
     assert all(len(f) == 1 for f in found.values()), found
     assert "with LoRA, GRPO learns near 0.0001" in found[(True, 1e-5)][0]
     assert "LoRA" not in found[(False, 1e-5)][0] and "LoRA" not in found[(True, 1e-4)][0]  # full FT; already there
+
+
+@pytest.mark.parametrize(("mode", "remedy"), [("off", "set dynamic_sampling: resample"), ("skip", "set dynamic_sampling: resample"),
+                                              ("resample", "raise dynamic_sampling_rounds")])
+def test_identical_rewards_name_dynamic_sampling(mode: str, remedy: str) -> None:
+    doctor = Doctor(learning_rate=5e-5, kl_coef=0.05, max_new_tokens=256, dynamic_sampling=mode)
+    for step, logs in enumerate(healthy(6), start=1):
+        doctor.observe(step, {**logs, "frac_reward_zero_std": 1.0})
+    (finding,) = [f for f in doctor.findings if "identical rewards" in f]
+    assert remedy in finding

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hello_agents.tools import RLTrainingTool
 
 from hello_agents_rl.data import arithmetic
-from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The fast trainer runs only where it was verified, and says so when it does not (trainers/fast/coupling.py,
+"""The fast trainer runs only where it was verified, and says so when it does not (coupling.py,
 trainers/fast/verified.py): a renamed TRL attribute, a loss TRL no longer scales for gradient accumulation or an
 unverified device turns it off for the run, the reason recorded in `fast_path` and warned, never silently."""
 
@@ -8,27 +8,29 @@ from pathlib import Path
 
 import pytest
 import trl
-
-from hello_agents_rl.trainers.fast import coupling, verified
-from hello_agents_rl.trainers.fast.dropout import FastDropout
 from test_performance_semantics import _fast_trainer, _prompts
+
+from hello_agents_rl import coupling
+from hello_agents_rl.trainers.fast import verified
+from hello_agents_rl.trainers.fast.dropout import FastDropout
 
 
 def _trl_with(monkeypatch: pytest.MonkeyPatch, change) -> list[int]:
-    """trl.GRPOTrainer replaced by a subclass whose instances `change` after TRL's __init__ (as a TRL release
-    that renamed something would be); returns the list its own rollout method appends to when TRL's code runs."""
+    """TRL's GRPOTrainer changed so that its instances `change` after its __init__ (as a TRL release that renamed
+    something would be); returns the list its own rollout method appends to when TRL's code runs."""
     calls: list[int] = []
+    original_init = trl.GRPOTrainer.__init__
 
-    class ChangedTRL(trl.GRPOTrainer):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            change(self)
+    def changed_init(self, *args, **kwargs) -> None:
+        original_init(self, *args, **kwargs)
+        change(self)
 
-        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-            calls.append(len(prompt_ids))
-            return [[2] for _ in prompt_ids], None
+    def trls_rollout(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        calls.append(len(prompt_ids))
+        return [[2] for _ in prompt_ids], None
 
-    monkeypatch.setattr(trl, "GRPOTrainer", ChangedTRL)  # fast_grpo_trainer_class imports it at call time
+    monkeypatch.setattr(trl.GRPOTrainer, "__init__", changed_init)  # FastGRPOTrainer's base is this class
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn", trls_rollout)
     return calls
 
 
@@ -76,15 +78,25 @@ def test_the_installed_trl_passes_every_check(tiny_model: str, tmp_path: Path) -
     assert coupling.class_blocker(GRPOTrainer) is None
     assert coupling.instance_blocker(trainer, GRPOTrainer) is None
     assert trainer.fast_path["fallbacks"] == [] and trainer.fast_path["counts"]["fast_dropout_layers"] == 4 * 7
-    listed = set(coupling.ATTRIBUTES_READ) | {coupling.GA_SCALING_FLAG}
+    listed = set(coupling.ATTRIBUTES_READ) | {coupling.GA_SCALING_FLAG} | set(coupling.DYNAMIC_SAMPLING_ATTRIBUTES)
     assert all(hasattr(trainer, name) for name in listed)
+    assert coupling.dynamic_sampling_blocker(GRPOTrainer) is None
+
+
+def test_dynamic_sampling_names_the_trl_method_it_misses() -> None:
+    class Renamed(trl.GRPOTrainer):
+        def _calculate_rewards(self, inputs, prompts, completions):  # a TRL that dropped completion_ids_list
+            raise AssertionError
+
+    assert "signature of Renamed._calculate_rewards" in coupling.dynamic_sampling_blocker(Renamed)
 
 
 @pytest.mark.parametrize("device", ["cuda", "mps", "xpu"])
 def test_devices_other_than_cpu_are_not_verified(device: str, monkeypatch) -> None:
     monkeypatch.delenv(verified.DEVICES_UNDER_TEST, raising=False)
     assert verified.device_blocker("cpu") is None
-    assert verified.device_blocker(device) == f"not verified on {device}; benchmarks/gpu_check.sh verifies it"
+    why = verified.device_blocker(device)
+    assert why.startswith(f"not verified on {device}:") and "test_fast_equivalence.py" in why and "gpu_check" in why
     monkeypatch.setenv(verified.DEVICES_UNDER_TEST, f"{device},cpu")  # what gpu_check.sh sets to verify one
     assert verified.device_blocker(device) is None
 
@@ -103,9 +115,91 @@ def test_a_run_on_an_unverified_device_uses_trl_and_says_why(tiny_model: str, tm
         "max_new_tokens": 4, "logging_steps": 1, "save_steps": 100, "report_to": ["none"],
     })
     record = result["fast_path"]
-    why = "not verified on cpu; benchmarks/gpu_check.sh verifies it"
+    why = ("not verified on cpu: tests/test_fast_equivalence.py has not passed there "
+           "(benchmarks/gpu_check.sh runs it on a GPU)")
     assert [(f["part"], f["reason"]) for f in record["fallbacks"]] == [("all", why)]
     assert record["sampler"] is False and record["shared_prompt_forward"] is False
     assert record["counts"]["generate_completions"] == 4 and record["counts"].get("sampler_completions", 0) == 0
     assert capsys.readouterr().out.count(why) == 1
 
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hello_agents_rl"
+# torch's own internals (tensor versions, MKL/oneDNN ops) are pinned by the verified torch, not by coupling.py
+TORCH_INTERNALS = {"_version", "_C", "_mkl_linear", "_linear_pointwise", "_reorder_linear_weight",
+                   "_mkl_reorder_linear_weight"}
+
+
+def _private_names_used() -> dict[str, str]:
+    """Every `x._name` (x not self/cls), `getattr(x, "_name")` and `from lib import _name` in the package."""
+    import ast
+
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Attribute) and ast.unparse(node.value) not in ("self", "cls", "os", "_thread"):
+                names = [node.attr] if not ast.unparse(node.value).startswith("self.") else []
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("getattr", "hasattr", "setattr"):
+                names = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [a.name for a in node.names]
+            for name in names:
+                if name.startswith("_") and not name.startswith("__"):
+                    found.setdefault(name, f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def _defined_here() -> set[str]:
+    """Private names the package defines itself (functions, classes, assignments, attributes it sets)."""
+    import ast
+
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    for part in ast.walk(target):
+                        names |= {part.id} if isinstance(part, ast.Name) else {part.attr} if isinstance(
+                            part, ast.Attribute) else set()
+            elif isinstance(node, ast.keyword) and node.arg:
+                names.add(node.arg)  # SimpleNamespace(_tokenizer=...): a stand-in's attributes
+    return {n for n in names if n.startswith("_")}
+
+
+def test_the_agent_needs_are_listed_in_coupling() -> None:
+    from hello_agents_rl.rollouts.agent_spec import AGENT_NEEDS
+
+    private = {part for need in AGENT_NEEDS for part in need.split(" or ") if part.startswith("_")}
+    assert private and private <= set(coupling.HELLO_AGENTS_READS)
+
+
+def test_every_private_name_of_another_library_is_listed_in_coupling() -> None:
+    listed = {*coupling.OVERRIDDEN_METHODS, *(name for _, _, name in coupling.CALLED_METHODS),
+              coupling.BORROWED_METHOD[2], *coupling.BORROWED_READS, *coupling.ATTRIBUTES_READ,
+              *(name for _, name in coupling.MODULE_SETTINGS), *coupling.HELLO_AGENTS_READS,
+              *coupling.DYNAMIC_SAMPLING_METHODS, *coupling.DYNAMIC_SAMPLING_ATTRIBUTES}
+    used = _private_names_used()
+    unlisted = {n: where for n, where in used.items() if n not in listed | TORCH_INTERNALS | _defined_here()}
+    assert unlisted == {}, "private names of other libraries used but not listed (and checked) in coupling.py"
+
+
+def test_the_borrowed_tool_suffix_method_is_checked_and_its_stand_in_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hello_agents_rl.rollouts import loop
+
+    assert coupling.borrowed_blocker() is None
+    seen = {}
+    def borrowed(self, tool_messages):
+        seen.update(vars(self))
+        return [1]
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_get_tool_suffix_ids", borrowed)
+    assert loop._suffix_ids(object(), None, {}, [{"role": "tool", "content": "4"}]) == [1]
+    assert set(seen) == set(coupling.BORROWED_READS), "the stand-in has exactly the attributes coupling.py lists"
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_get_tool_suffix_ids", lambda shim, messages, extra: [1])
+    assert "changed the signature" in coupling.borrowed_blocker()
+    with pytest.raises(RuntimeError, match="tool-result tokenizer.*changed the signature"):
+        loop._suffix_ids(object(), None, {}, [])

@@ -7,17 +7,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_fast_equivalence import _trainers
 
 from hello_agents_rl.trainers.fast import chunked_loss
-from test_fast_equivalence import _trainers
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo", "dr_grpo"])
+COMPANIONS = {"cispo": {"clip_range_high": 5.0}}  # what each loss type needs beside it (config/loss.py)
+
+
+@pytest.mark.parametrize("loss_type", sorted(chunked_loss.LOSS_SPLIT))
 def test_chunked_loss_equals_trls_whole_batch(tiny_model: str, tmp_path: Path, monkeypatch, loss_type: str) -> None:
     monkeypatch.setattr(chunked_loss, "LOSS_CHUNK_TOKENS", 1)  # every group its own chunk
-    ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, loss_type=loss_type)
+    ours, theirs, rows = _trainers(tiny_model, tmp_path, monkeypatch, loss_type=loss_type,
+                                   **COMPANIONS.get(loss_type, {}))
     torch.manual_seed(0)
     batch = ours._generate_and_score_completions(rows)
     assert len(chunked_loss.loss_chunks(batch, 1)) == 2, "two prompts: two chunks"

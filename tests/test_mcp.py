@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-
 from typing import Any
 
 import anyio
 import pytest
 
 pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from hello_agents_rl import ConfigError  # noqa: E402
-from hello_agents_rl.interfaces.mcp_server import RLServer  # noqa: E402
+from hello_agents_rl import ConfigError
+from hello_agents_rl.interfaces.mcp_server import RLServer
 
 TINY_TRAIN = {"algorithm": "grpo", "dataset": "arithmetic", "max_samples": 8, "max_steps": 2, "batch_size": 2,
               "num_generations": 2, "max_new_tokens": 8, "logging_steps": 1, "save_steps": 100, "use_lora": False,
@@ -31,8 +31,10 @@ async def _drive(roots: list[Path], jobs_dir: Path, calls) -> None:
     args = ["-m", "hello_agents_rl.interfaces.cli", "mcp", "--jobs-dir", str(jobs_dir)]
     for root in roots:
         args += ["--root", str(root)]
-    params = StdioServerParameters(command=sys.executable, args=args,
-                                   env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"})
+    env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    if "PYTHONPATH" in os.environ:  # a checkout run with PYTHONPATH=src serves its own sources, not the installed ones
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
     with (jobs_dir.parent / "server.err").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
@@ -109,6 +111,30 @@ def test_the_server_refuses_paths_outside_its_roots_and_foreign_code(tmp_path: P
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             server.call(name, arguments)
     assert not (tmp_path / "secret" / "run").exists() and server.jobs.list() == []
+
+
+def test_a_task_parameter_cannot_read_a_file_outside_the_root_over_stdio(tmp_path: Path) -> None:
+    root, secret = tmp_path / "root", tmp_path / "secret.txt"
+    root.mkdir()
+    secret.write_text("s3cr3tPassw0rd\n")
+    secret.chmod(0o600)
+    (root / "words.txt").write_text("zebra\n")
+    task = {"dataset": "reasoning_gym:spell_backward", "split": "test"}
+    seen: dict = {}
+
+    async def calls(session: ClientSession) -> None:
+        for data_file in (str(secret), "../" * 30 + str(secret).lstrip("/")):  # the call, then `..`
+            seen[data_file] = await session.call_tool("load_dataset", {
+                **task, "dataset_config": {"data_file": data_file, "size": 2, "max_word_len": 100}})
+        seen["inside"] = _payload(await session.call_tool("load_dataset", {
+            **task, "dataset_config": {"data_file": str(root / "words.txt"), "size": 1}}))
+
+    anyio.run(_drive, [root], tmp_path / "jobs", calls)
+    inside = seen.pop("inside")
+    for result in seen.values():
+        text = result.content[0].text
+        assert result.is_error and "`dataset_config.data_file`" in text and "s3cr3t" not in text
+    assert "zebra" in inside["sample"]["prompt"][-1]["content"]
 
 
 def test_relative_paths_are_judged_from_the_servers_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,9 +8,9 @@ import anyio
 import pytest
 
 pytest.importorskip("mcp")
-import mcp_types as types  # noqa: E402
+import mcp_types as types
 
-from hello_agents_rl.interfaces.mcp_server import RLServer  # noqa: E402
+from hello_agents_rl.interfaces.mcp_server import RLServer
 
 
 def test_three_concurrent_evaluations_match_the_sequential_ones(tiny_model: str, tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from hello_agents_rl import ConfigError  # noqa: E402
-from hello_agents_rl.interfaces.mcp_server import RLServer  # noqa: E402
+from hello_agents_rl import ConfigError
+from hello_agents_rl.interfaces.mcp_server import RLServer
 
 
 @pytest.fixture
@@ -92,3 +92,52 @@ def test_code_keys_are_refused_inside_search_choices(places: tuple[Path, Path]) 
         with pytest.raises(ConfigError, match=f"`{key}"):
             guard.check({"action": "search", "output_dir": str(root / "s"), "space": space})
     guard.check({"action": "search", "output_dir": str(root / "s"), "space": {"tools": [["calculator"], ["python"]]}})
+
+
+def test_task_parameters_that_name_a_file_stay_under_the_root(places: tuple[Path, Path]) -> None:
+    root, elsewhere = places
+    secret = elsewhere / "secret.txt"
+    secret.write_text("s3cr3tPassw0rd\n")
+    (root / "link.txt").symlink_to(secret)
+    spell = {"dataset": "reasoning_gym:spell_backward", "split": "test"}
+    server = RLServer([root])
+    escapes = [str(secret), "../" * 30 + str(secret).lstrip("/"), str(root / "link.txt"), f"{root}/../elsewhere/secret.txt"]
+    for data_file in escapes:
+        task = {**spell, "dataset_config": {"data_file": data_file, "size": 2, "max_word_len": 100}}
+        calls = [  # every action that reads a task's rows, at every depth a dataset_config can sit
+            ("load_dataset", task, "dataset_config.data_file"),
+            ("train", {**task, "output_dir": str(root / "t")}, "dataset_config.data_file"),
+            ("evaluate", {**task, "model_path": "org/model"}, "dataset_config.data_file"),
+            ("search", {"output_dir": str(root / "s"), "base": task}, "base.dataset_config.data_file"),
+            ("search", {"output_dir": str(root / "s"), "space": {"dataset_config": [{}, task["dataset_config"]]}},
+             "space.dataset_config.1.data_file"),
+            ("search", {"output_dir": str(root / "s"), "evaluation": task}, "evaluation.dataset_config.data_file"),
+            ("pipeline", {"output_dir": str(root / "p"), "grpo": task}, "grpo.dataset_config.data_file"),
+        ]
+        for name, arguments, key in calls:
+            with pytest.raises(ConfigError, match=rf"`{key.replace('.', '[.]')}`: .*(outside|climbs out)"):
+                server.call(name, arguments)
+    # any key, any depth: a path is judged by its shape, a file-like key by its name
+    for nested in ({"words": [str(secret)]}, {"corpus": {"words_file": "notes.txt"}}, {"source": "~/notes.txt"}):
+        with pytest.raises(ConfigError, match="outside"):
+            server.guard.check({"action": "load_dataset", **spell, "dataset_config": nested})
+    assert server.jobs.list() == []
+
+    (root / "words.txt").write_text("zebra\n")  # a word list under the root is the user's to use
+    inside = server.call("load_dataset", {**spell, "dataset_config": {"data_file": str(root / "words.txt"), "size": 1}})
+    assert "zebra" in inside["sample"]["prompt"][-1]["content"]
+    server.guard.check({"action": "load_dataset", "dataset": "reasoning_gym:basic_arithmetic",  # "/" is an operator
+                        "dataset_config": {"operators": ["+", "-", "*", "/"]}})
+
+
+def test_a_task_ref_carries_task_parameters_and_is_judged_alike(places: tuple[Path, Path]) -> None:
+    import json
+
+    root, elsewhere = places
+    server = RLServer([root])
+    ref = {"task": "spell_backward", "params": {"data_file": str(elsewhere / "secret.txt"), "size": 2},
+           "seed": 1_000_000_000, "index": 0}
+    for task_ref, key in [(json.dumps(ref), "task_ref.params.data_file"),
+                          ([json.dumps({**ref, "params": {"size": 2}}), json.dumps(ref)], "task_ref.1.params.data_file")]:
+        with pytest.raises(ConfigError, match=rf"`{key.replace('.', '[.]')}`: .* is outside"):
+            server.call("create_reward", {"completions": ["Final Answer: x", "Final Answer: y"], "task_ref": task_ref})

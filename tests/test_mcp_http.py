@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from hello_agents_rl import ConfigError  # noqa: E402
-from hello_agents_rl.interfaces.mcp_http import TOKEN_ENV, http_access  # noqa: E402
-from hello_agents_rl.interfaces.mcp_server import serve  # noqa: E402
+from hello_agents_rl import ConfigError
+from hello_agents_rl.interfaces.mcp_http import TOKEN_ENV, http_access
+from hello_agents_rl.interfaces.mcp_server import serve
 
 TOKEN = "t" * 40
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

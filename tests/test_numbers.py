@@ -11,13 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hello_agents.tools import RLTrainingTool
 
 import hello_agents_rl.rollouts.loop as loop
 from hello_agents_rl.evaluation.analysis import error_kind, error_summary, wrong_steps
 from hello_agents_rl.evaluation.metrics import pass_at
 from hello_agents_rl.evaluation.run import evaluate_model
 from hello_agents_rl.rewards import build_reward, follows_format, group_advantages, to_trl_reward
-from hello_agents.tools import RLTrainingTool
 
 ROWS = [
     {"question": "What is 48 + 24?", "ground_truth": "72", "prompt": [{"role": "user", "content": "What is 48 + 24?"}],
@@ -237,13 +237,50 @@ def test_the_evaluation_breaks_results_down(monkeypatch) -> None:
     monkeypatch.setattr(loop, "generate_turn", generate)
     result = evaluate_model(MODEL, _Template(), rows)
     assert result["accuracy_by_steps"] == {"1": 0.5, "2": 0.0}
-    assert result["error_kinds"] == {"format": 0, "calculation": 1, "understanding": 0, "reasoning": 1}
+    assert result["error_kinds"] == {"format": 0, "calculation": 1, "text": 0, "understanding": 0, "reasoning": 1}
     assert result["mean_abs_error_wrong"] == pytest.approx((2 + 15) / 2)
     assert result["mean_rel_error_wrong"] == pytest.approx((2 / 72 + 15 / 17) / 2)
+
+
+def test_text_answers_get_honest_numbers(monkeypatch) -> None:
+    pytest.importorskip("reasoning_gym")
+    from hello_agents_rl.data.sources import load
+    from hello_agents_rl.evaluation.metrics import comparison_markdown
+    from hello_agents_rl.workflows.actions import parse
+
+    def rows(dataset: str, size: int) -> list[dict]:
+        data = load(parse({"action": "load_dataset", "dataset": f"reasoning_gym:{dataset}", "split": "test",
+                           "dataset_config": {"size": size}}))
+        return [dict(row) for row in data]
+
+    words, (number,) = rows("spell_backward", 3), rows("base_conversion", 1)
+    answers = [f"Reversed:\nFinal Answer: {words[0]['ground_truth']}", "Final Answer: nope", "I would say it is xyz",
+               f"Final Answer: {number['ground_truth']}.0"]
+    generate, _ = _fake_generate(greedy=answers, sampled=[])
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    result = evaluate_model(MODEL, _Template(), [*words, number])
+    assert result["accuracy"] == 1 / 4
+    assert result["format_rate"] == 3 / 4  # "Final Answer: <answer>" counts for a text answer too
+    assert number["ground_truth"] == "515" and result["mean_abs_error_wrong"] == 0.0  # the one wrong answer with a number
+    # each of the 3 wrong answers has exactly one kind; 515.0 for 515 is the spelling the checker refuses
+    assert result["error_kinds"] == {"format": 2, "calculation": 0, "text": 1, "understanding": 0, "reasoning": 0}
+    assert [d["error_kind"] for d in result["details"]] == [None, "text", "format", "format"]
+
+    logged: dict = {}  # training logs the same format rate beside the reward
+    scores = to_trl_reward(build_reward("accuracy"))(
+        completions=answers, ground_truth=[r["ground_truth"] for r in [*words, number]],
+        task_ref=[r["task_ref"] for r in [*words, number]], log_metric=logged.__setitem__)
+    assert scores == [1.0, 0.0, 0.0, 0.0] and logged["format"] == 3 / 4
+
+    generate, _ = _fake_generate(greedy=["Final Answer: nope", "Final Answer: 12", "xyz"], sampled=[])
+    monkeypatch.setattr(loop, "generate_turn", generate)
+    text_only = evaluate_model(MODEL, _Template(), words)  # no wrong answer has a number to compare: no error
+    assert text_only["mean_abs_error_wrong"] is None and text_only["mean_rel_error_wrong"] is None
+    assert "| - |" in comparison_markdown([{"model": "m", **text_only}])
 
 
 def test_error_summary_of_all_right_answers() -> None:
     details = [{"correct": True, "abs_error": 0.0, "rel_error": 0.0, "reasoning_steps": 1, "error_kind": None}]
     summary = error_summary(details)
-    assert summary["mean_abs_error_wrong"] == 0.0 and summary["mean_rel_error_wrong"] is None
-    assert summary["error_kinds"] == {"format": 0, "calculation": 0, "understanding": 0, "reasoning": 0}
+    assert summary["mean_abs_error_wrong"] is None and summary["mean_rel_error_wrong"] is None  # no wrong answer
+    assert summary["error_kinds"] == {"format": 0, "calculation": 0, "text": 0, "understanding": 0, "reasoning": 0}

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from hello_agents.tools import RLTrainingTool
+
 from hello_agents_rl.outputs import atomic_write_json, json_ready
 
 HERE = __name__  # this module as the tests import it: the prefix of every qualified name below
@@ -71,7 +71,7 @@ def test_every_results_file_takes_the_same_objects(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tool_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     return str(build_tiny_tool_model(tmp_path_factory.mktemp("tiny_tools") / "model", seed=0))
 

@@ -1,6 +1,6 @@
-"""The speed-ups keep TRL's semantics (rollouts/sampling/, trainers/fast/, docs/performance.md).
+"""The speed-ups keep TRL's semantics (trainers/fast/sampling/, trainers/fast/, docs/performance.md).
 
-The lean sampler and the shared-prompt forwards must produce what the slow paths produce: the same
+The fast sampler and the shared-prompt forwards must produce what the slow paths produce: the same
 greedy tokens as `model.generate`, the log-probabilities TRL's training forward computes, the same
 gradients, EOS and max_new_tokens respected, and the same completions for the same seed.
 """
@@ -10,14 +10,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_agents_rl.rollouts.sampling import FastDecoder, fast_decoder_or_reason, no_active_dropout, sample, score
-from hello_agents_rl.rollouts.sampling import sampler
-from hello_agents_rl.rollouts.sampling.sampler import filter_logits
-from hello_agents_rl.trainers.fast import fast_grpo_trainer_class, use_fast_dropout
+from hello_agents_rl.trainers.fast import FastGRPOTrainer, use_fast_dropout
 from hello_agents_rl.trainers.fast.buckets import length_buckets
 from hello_agents_rl.trainers.fast.dropout import FastDropout
+from hello_agents_rl.trainers.fast.sampling import (
+    FastDecoder,
+    fast_decoder_or_reason,
+    no_active_dropout,
+    sample,
+    sampler,
+    score,
+)
+from hello_agents_rl.trainers.fast.sampling.sampler import filter_logits
 from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_blocker, shared_prefix_logps
-from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, VERIFIED_VERSIONS
+from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, verified_versions_text
 
 TEMPERATURE = 0.8
 
@@ -118,12 +124,38 @@ def test_kv_cache_grows_past_its_reservation(tiny: tuple, monkeypatch: pytest.Mo
     assert sample(model, _prompts(tokenizer, 1, 2), 40, temperature=TEMPERATURE, **ids) == reference
 
 
-def test_filter_matches_transformers_warpers() -> None:
+@pytest.mark.parametrize(
+    ("row", "top_k", "top_p", "kept"),
+    [
+        ([2.0, 1.0, 1.0, 1.0, 0.0, -1.0], 2, 1.0, 4),  # the 2nd largest is tied three ways: top-k keeps all three
+        ([3.0, 3.0, 1.0, 1.0, 1.0, 0.0], 3, 1.0, 5),
+        ([0.0, 0.0, 0.0, 0.0], None, 0.5, 2),  # cumulative 0.25, 0.5 (exactly 1 - top_p: removed), 0.75, 1
+        ([0.0, 0.0, 0.0, 0.0], None, 0.75, 3),
+        ([0.0, 0.0, 0.0, 0.0, -30.0], 3, 0.5, 2),  # a tie at both boundaries
+        ([1.0, 1.0, 0.0], None, 1e-6, 1),  # top-p keeps at least one token, even from a tie
+    ],
+)
+def test_filter_matches_transformers_warpers(row: list[float], top_k: int | None, top_p: float, kept: int) -> None:
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    logits = torch.tensor([row])
+    expected = logits.clone()
+    if top_k:
+        expected = TopKLogitsWarper(top_k)(None, expected)
+    if top_p < 1.0:
+        expected = TopPLogitsWarper(top_p)(None, expected)
+    assert int(torch.isfinite(expected).sum()) == kept, "the case is the tie it is written for"
+    assert torch.equal(filter_logits(logits, top_k, top_p), expected)
+
+
+def test_filter_matches_transformers_warpers_on_random_logits() -> None:
     from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 3
-    expected = TopPLogitsWarper(0.7)(None, TopKLogitsWarper(10)(None, logits.clone()))
-    assert torch.equal(torch.isinf(filter_logits(logits, 10, 0.7)), torch.isinf(expected))
+    top = logits.topk(12).indices
+    logits.scatter_(1, top[:, 10:], logits.gather(1, top[:, 9:10]).expand(-1, 2))  # the 10th largest tied 3 ways
+    expected = TopPLogitsWarper(0.95)(None, TopKLogitsWarper(10)(None, logits.clone()))
+    assert torch.equal(filter_logits(logits, 10, 0.95), expected)
 
 
 def _batch(tokenizer, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -270,7 +302,7 @@ def test_trainer_logps_equal_trls_own(tiny_model: str, tmp_path) -> None:
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "What is 1 + 2?"}]] * 4})
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_steps=1,
                       report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False, temperature=TEMPERATURE)
-    trainer = fast_grpo_trainer_class()(
+    trainer = FastGRPOTrainer(
         model=tiny_model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args, train_dataset=data,
         peft_config=LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM"))
     model = trainer.model
@@ -307,7 +339,7 @@ def _fast_trainer(tiny_model: str, tmp_path, dropout: float = 0.0, **args):
     args = GRPOConfig(**{"output_dir": str(tmp_path), "per_device_train_batch_size": 4, "num_generations": 2,
                          "max_steps": 1, "report_to": "none", "use_cpu": True, "bf16": False,
                          "gradient_checkpointing": False, "temperature": TEMPERATURE, **args})
-    trainer = fast_grpo_trainer_class()(
+    trainer = FastGRPOTrainer(
         model=tiny_model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args, train_dataset=data,
         peft_config=LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules="all-linear",
                                task_type="CAUSAL_LM"))
@@ -357,7 +389,7 @@ BANNED = list(range(3, 320, 2))  # half the tiny vocabulary (never EOS 2 or pad 
 )
 def test_rollouts_honour_the_models_generation_config(tiny_model: str, tmp_path, capsys, caplog, field, value,
                                                       holds) -> None:
-    """generate() applies every generation_config field TRL leaves unset; the lean sampler does not implement
+    """generate() applies every generation_config field TRL leaves unset; the fast sampler does not implement
     these, so the rollouts must go to model.generate (the constraint holds), with the reason recorded and printed
     once."""
     trainer = _fast_trainer(tiny_model, tmp_path, max_completion_length=16)
@@ -377,7 +409,7 @@ def test_rollouts_honour_the_models_generation_config(tiny_model: str, tmp_path,
 
 def test_model_sampling_defaults_trl_overrides_keep_the_sampler(tiny_model: str, tmp_path) -> None:
     """Qwen3's shipped generation_config (temperature, top_k, top_p, do_sample) is overridden by TRL's explicit
-    values in generate too: no reason to leave the lean sampler."""
+    values in generate too: no reason to leave the fast sampler."""
     trainer = _fast_trainer(tiny_model, tmp_path, max_completion_length=8)
     trainer.model.get_base_model().generation_config.update(do_sample=True, temperature=0.6, top_k=20, top_p=0.95)
     trainer._generate_single_turn(_prompts(trainer.processing_class, 2, 2), None, {}, 2)
@@ -404,7 +436,7 @@ def test_unverified_library_versions_fall_back_to_trl(tiny_model: str, tmp_path,
     record = trainer.fast_path
     assert record["sampler"] is False and record["counts"]["generate_completions"] == 4
     reasons = [f["reason"] for f in record["fallbacks"] if f["part"] == "all"]
-    assert len(reasons) == 1 and "trl 1.99.0" in reasons[0] and VERIFIED_VERSIONS["trl"] in reasons[0]
+    assert len(reasons) == 1 and "trl 1.99.0" in reasons[0] and verified_versions_text() in reasons[0]
     assert "trl 1.99.0" in capsys.readouterr().out
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow
@@ -53,7 +52,7 @@ def test_pipeline_cli_validates_before_training(tmp_path: Path, capsys) -> None:
 
 
 def test_pipeline_with_tools_evaluates_every_stage_with_them(tmp_path: Path) -> None:
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     model = str(build_tiny_tool_model(tmp_path / "tiny_tools"))
     root = tmp_path / "pipeline"

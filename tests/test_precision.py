@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hello_agents_rl.workflows.actions import parse
 from hello_agents_rl.trainers import run
 from hello_agents_rl.trainers.args import trl_args
+from hello_agents_rl.workflows.actions import parse
 
 
 class _Built(Exception):
@@ -27,10 +27,12 @@ def _what_training_uses(monkeypatch: pytest.MonkeyPatch, model: str, out: Path, 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
     seen: dict = {}
 
-    def build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16_flag):
-        seen.update(dtype=model.dtype, args=trl_args(cfg, device, bf16_flag))
+    def build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16_flag, args, spec=None):
+        seen.update(dtype=model.dtype, args=args)
         raise _Built
 
+    # the keyword arguments TRL's config would get: building it would set up a CUDA device that is not there
+    monkeypatch.setattr(run, "training_arguments", trl_args)
     monkeypatch.setattr(run, "build_trainer", build_trainer)
     cfg = parse({"action": "train", "algorithm": "sft", "model_name": model, "output_dir": str(out),
                  "dataset": "arithmetic", "max_samples": 8, "max_steps": 1, "use_lora": use_lora, "report_to": "none"})

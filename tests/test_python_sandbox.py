@@ -17,7 +17,7 @@ import pytest
 
 from hello_agents_rl.rollouts import snippet_runner
 from hello_agents_rl.rollouts.sandbox import MAX_PROCESSES, run_sandboxed, sandbox_mode
-from hello_agents_rl.rollouts.tools import _PYTHON_BOOTSTRAP, PYTHON_MEMORY_LIMIT_BYTES
+from hello_agents_rl.rollouts.tool_registry import _PYTHON_BOOTSTRAP, PYTHON_MEMORY_LIMIT_BYTES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's guarantees are Linux's")
 BWRAP = pytest.param("bubblewrap", marks=pytest.mark.skipif(sandbox_mode() != "bubblewrap",
@@ -75,7 +75,7 @@ print('found' if found else 'hidden', os.getppid())
 def _from_a_trainer_with_a_secret(mode: str) -> str:
     """The issue's reproduction: a trainer process with SECRET_TOKEN in its environment runs the snippet."""
     driver = (f"from hello_agents_rl.rollouts.sandbox import run_sandboxed; import sys; "
-              f"from hello_agents_rl.rollouts.tools import _PYTHON_BOOTSTRAP as B; "
+              f"from hello_agents_rl.rollouts.tool_registry import _PYTHON_BOOTSTRAP as B; "
               f"print(run_sandboxed([sys.executable, '-I', '-c', B, {_READ_EVERY_ENVIRON!r}, str(2**29), '9'], 5, "
               f"mode={mode!r}).stdout)")
     env = {**os.environ, "SECRET_TOKEN": SECRET, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
@@ -189,7 +189,7 @@ def test_descendants_die_with_a_killed_trainer(mode: str, tmp_path: Path) -> Non
     """kill -9 of the trainer mid-snippet: the runner is told (parent-death signal) and kills the rest."""
     escape = _ESCAPE + "while True: pass\n"
     driver = (f"from hello_agents_rl.rollouts.sandbox import run_sandboxed; import sys; "
-              f"from hello_agents_rl.rollouts.tools import _PYTHON_BOOTSTRAP as B; "
+              f"from hello_agents_rl.rollouts.tool_registry import _PYTHON_BOOTSTRAP as B; "
               f"run_sandboxed([sys.executable, '-I', '-c', B, {escape!r}, str(2**29), '30'], 20, mode={mode!r}, "
               f"folder={str(tmp_path)!r})")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}

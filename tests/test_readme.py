@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
+import tokenize
 from pathlib import Path
 
-from hello_agents_rl.workflows.actions import markdown_tables
 from readme_blocks import read_block
+
+from hello_agents_rl.workflows.actions import markdown_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -81,12 +84,65 @@ def _module_exists(dotted: str) -> bool:
                or (package.joinpath(*parts[:i]) / "__init__.py").is_file() for i in range(len(parts), 1, -1))
 
 
+# "a/b/c.py", "a/b/", "a/b" (checked when "a" is a folder the text can mean), or a bare "c.py"/"c.cpp"/"c.h"
+# ("<malloc.h>" is the system's, not ours)
+_PATH_RE = re.compile(r"(?<![\w/.<$~-])((?:[\w-]+/)+[\w.-]*[\w/]|[\w-]+\.(?:py|cpp|h))(?![\w/-])")
+_STACK = ("trl", "transformers", "torch", "peft", "accelerate", "datasets")  # paths into their installed source
+_OURS = {f.name for folder in ("src", "tests", "benchmarks", "scripts") for f in (ROOT / folder).rglob("*")
+         if f.suffix in (".py", ".cpp", ".h")}
+
+
+def _stale_paths(text: str, here: Path) -> list[str]:
+    """The paths `text` names that do not exist: relative to `here` or a folder above it (up to the repository),
+    or to an installed package of the stack; a bare source file name anywhere in the repository."""
+    bases = [here, *[p for p in here.parents if ROOT in (p, *p.parents)]]
+    stale = []
+    for path in _PATH_RE.findall(text):
+        first = path.split("/", 1)[0]
+        if "/" not in path:
+            known, exists = True, path in _OURS
+        elif first in _STACK:
+            spec = importlib.util.find_spec(first)
+            known, exists = True, Path(spec.submodule_search_locations[0], path.split("/", 1)[1]).exists()
+        else:
+            roots = [base for base in bases if (base / first).is_dir() or (base / first).is_file()]
+            known, exists = bool(roots), any((base / path).exists() for base in roots)
+        if known and not exists:
+            stale.append(path)
+    return stale
+
+
+def _comments_and_docstrings(source: Path) -> str:
+    text = source.read_text(encoding="utf-8")
+    if source.suffix != ".py":  # C++: // and /* */
+        return "\n".join(re.findall(r"//[^\n]*|/\*.*?\*/", text, re.S))
+    kept, previous = [], tokenize.NEWLINE
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        # a comment, or a string standing alone as a statement: a docstring
+        if token.type == tokenize.COMMENT or (
+                token.type == tokenize.STRING and previous in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)):
+            kept.append(token.string)
+        if token.type not in (tokenize.NL, tokenize.COMMENT):
+            previous = token.type
+    return "\n".join(kept)
+
+
+def _stale_modules(text: str) -> list[str]:
+    return [m for m in re.findall(r"\bhello_agents_rl(?:\.[a-z_]+)+", text)
+            if m != "hello_agents_rl.pth" and not _module_exists(m)]
+
+
 def test_the_docs_name_only_modules_and_files_that_exist() -> None:
-    """A moved module must not leave the README or docs/ pointing at where it used to be."""
+    """A moved module must not leave the README, docs/, pyproject.toml or a comment pointing at where it used to be."""
     stale = []
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = doc.read_text(encoding="utf-8")
         stale += [(doc.name, p) for p in re.findall(r"src/hello_agents_rl/[\w/]+\.py", text) if not (ROOT / p).is_file()]
-        stale += [(doc.name, m) for m in re.findall(r"\bhello_agents_rl(?:\.[a-z_]+)+", text)
-                  if m != "hello_agents_rl.pth" and not _module_exists(m)]
+        stale += [(doc.name, m) for m in _stale_modules(text)]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    stale += [("pyproject.toml", p) for p in _stale_paths(pyproject, ROOT) + _stale_modules(pyproject)]
+    for source in sorted(p for p in (ROOT / "src").rglob("*") if p.suffix in (".py", ".cpp", ".h")):
+        text = _comments_and_docstrings(source)
+        name = str(source.relative_to(ROOT))
+        stale += [(name, p) for p in _stale_paths(text, source.parent) + _stale_modules(text)]
     assert stale == []

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import torch
+from hello_agents.tools import RLTrainingTool
 from safetensors.torch import load_file
 
-from hello_agents.tools import RLTrainingTool
 from hello_agents_rl import ConfigError
 from hello_agents_rl.models.packaged import smollm2_gguf
 
@@ -146,7 +146,7 @@ def test_two_grpo_steps_with_lora(smol: tuple, gsm8k_dir: str, tmp_path: Path) -
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps[:2] == [1, 2]
     assert _imports(messages, cached) == 1, "training reused the cached import"
-    # the fast path ran on the real model (a Llama-family decoder): the lean sampler for every rollout and
+    # the fast path ran on the real model (a Llama-family decoder): the fast sampler for every rollout and
     # the shared-prompt training forward, with no fallback to TRL's own code
     fast = result["fast_path"]
     assert fast["sampler"] and fast["shared_prompt_forward"], fast

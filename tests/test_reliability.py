@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow

@@ -45,7 +45,7 @@ def test_weight_counts_are_the_models_parameters(tiny_model: str) -> None:
     assert shape.lora_weights == sum(p.numel() for n, p in peft.named_parameters() if "lora_" in n)
 
 
-def _machine(decode: float, chunk: float, bandwidth: float) -> "roofline.Machine":
+def _machine(decode: float, chunk: float, bandwidth: float) -> roofline.Machine:
     return roofline.Machine(threads=2, decode_rows=16, chunk_rows=600, gemm_decode_gflops=decode,
                             gemm_chunk_gflops=chunk, bandwidth_gbs=bandwidth)
 
@@ -79,15 +79,38 @@ def test_a_decode_steps_bytes_count_a_shared_prompts_keys_once() -> None:
 
 
 def test_fractions_are_bound_over_measured_seconds() -> None:
-    shape = roofline.ModelShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=500)
-    counts = roofline.BatchCounts(rows=4, prompt_tokens=20, completion_tokens=40, decode_steps=12, prompt_length=10)
-    rows = roofline.roofline_rows(shape, counts, _machine(10.0, 20.0, 5.0),
-                                  {"generation": 2.0, "reference": 1.0, "train_fwd_bwd": 4.0})
+    # Worked by hand from the module docstring's model, on a shape small enough to check on paper:
+    # q width 2 x 4 = 8, kv width 4; projections (8, 8 + 2 x 4), (8, 8), (8, 2 x 16), (16, 8): 128 + 64 + 256 + 128
+    # = 576 layer weights; head 8 x 10 = 80. LoRA rank 1 on q, k, v, o, gate, up, down: 16 + 12 + 12 + 16 + 24 + 24
+    # + 24 = 128 adapter weights. Attention: 4 x tokens x context x 8 x 1 layer = 32 x tokens x context.
+    shape = roofline.ModelShape(hidden=8, intermediate=16, layers=1, heads=2, kv_heads=1, head_dim=4, vocab=10,
+                                lora_rank=1)
+    # one prompt of 6 tokens, two rows of 4 new tokens: context 6 + 8 / 2 / 2 = 8
+    counts = roofline.BatchCounts(rows=2, prompt_tokens=6, completion_tokens=8, decode_steps=4, prompt_length=6)
+    machine = roofline.Machine(threads=1, decode_rows=2, chunk_rows=14, gemm_decode_gflops=1e-6,  # 1,000 FLOP/s
+                               gemm_chunk_gflops=2e-6, bandwidth_gbs=1e-6)  # 2,000 FLOP/s, 1,000 B/s
+    rows = roofline.roofline_rows(shape, counts, machine, {"generation": 20.0, "reference": 10.0,
+                                                           "train_fwd_bwd": 40.0})
     by = {r["phase"]: r for r in rows}
-    assert by["train_fwd_bwd"]["gflop"] > 2 * by["reference"]["gflop"], "forward, backward and LoRA gradients"
-    for row in rows:
-        assert row["fraction"] == pytest.approx(row["bound_s"] / row["seconds"])
-        assert row["gflops"] == pytest.approx(row["gflop"] / row["seconds"])
+
+    # generation: decode 2 x 656 x 8 + 32 x 8 x 8 = 12,544 FLOPs over 4 steps = 3,136 a step, 3.136 s of compute;
+    # a step reads 4 x 656 weight bytes + 4 x 2 x 4 x (6 + 8 / 2) KV bytes = 2,944 B, 2.944 s: compute-bound.
+    # Prefill 2 x 576 x 6 + 32 x 6 x 3 = 7,488 FLOPs at 2,000 FLOP/s = 3.744 s. Bound 4 x 3.136 + 3.744 = 16.288 s.
+    generation = by["generation"]
+    assert generation["roof"].startswith("compute")
+    assert generation["bound_s"] == pytest.approx(16.288)
+    assert generation["fraction"] == pytest.approx(16.288 / 20)
+    assert generation["gflop"] == pytest.approx((12_544 + 7_488) / 1e9)
+    assert generation["gflops"] == pytest.approx((12_544 + 7_488) / 20 / 1e9)
+    assert generation["gbs"] == pytest.approx((4 * 2_944 + 4 * 656) / 20 / 1e9)
+    # reference forward over 14 tokens: 2 x 576 x 14 + 2 x 80 x 8 scored + 32 x 14 x 8 = 20,992 FLOPs = 10.496 s
+    assert by["reference"]["bound_s"] == pytest.approx(10.496)
+    assert by["reference"]["fraction"] == pytest.approx(1.0496)
+    # training: forward 20,992 + LoRA 2 x 128 x 14 = 3,584; backward 20,992 + 2 x 3,584 + 3,584 (attention again)
+    # = 31,744; in all 56,320 FLOPs = 28.16 s
+    assert by["train_fwd_bwd"]["gflop"] == pytest.approx(56_320 / 1e9)
+    assert by["train_fwd_bwd"]["bound_s"] == pytest.approx(28.16)
+    assert by["train_fwd_bwd"]["fraction"] == pytest.approx(28.16 / 40)
 
 
 def test_the_target_verdicts_follow_the_thresholds() -> None:

@@ -6,12 +6,12 @@ import json
 
 import jsonschema
 import pytest
+from hello_agents.tools import RLTrainingTool
 from pydantic import TypeAdapter
 
-from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.config import MAX_COUNT, describe_fields
 from hello_agents_rl.interfaces.schema import json_schema, openai_tools
-from hello_agents.tools import RLTrainingTool
+from hello_agents_rl.workflows.actions import ACTIONS
 
 # The book's calls (section 11.4 and the README), verbatim apart from the "..." placeholders.
 BOOK_EXAMPLES = [
@@ -81,7 +81,7 @@ def test_defaults_enums_and_python_only_keys_degrade_to_json() -> None:
     assert props["num_generations"]["default"] == 4 and props["num_generations"]["minimum"] == 2
     assert props["max_steps"]["maximum"] == MAX_COUNT  # an agent sees the bound validation holds counts to
     assert props["report_to"]["default"] == ["tensorboard"]  # a default_factory is listed too
-    assert set(props["loss_type"]["enum"]) == {"grpo", "dapo", "dr_grpo", "bnpo"}
+    assert set(props["loss_type"]["enum"]) == {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"}
     assert props["dataset"]["type"] == "string"  # a datasets.Dataset only from Python
     assert "accuracy" in props["reward_type"]["enum"]  # a callable only from Python
     assert props["tools"]["items"] == {"type": "string"}

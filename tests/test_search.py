@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
+from hello_agents.tools import RLTrainingTool
 
+from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.interfaces import cli
 from hello_agents_rl.workflows.actions import parse
-from hello_agents_rl.errors import ConfigError
-from hello_agents.tools import RLTrainingTool
 
 
 def tiny_base(model: str, **overrides: Any) -> dict[str, Any]:

@@ -13,15 +13,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
+from test_search import search_params, tiny_base
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.workflows.actions import parse
-from test_search import search_params, tiny_base
 
 SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
 
@@ -156,7 +156,7 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_workers_trial_is_retr
         for role in ("killed", "survivor"):  # the second starts once the first is inside its trial
             with logs[role].open("w") as log:
                 workers[role] = subprocess.Popen(command, env={**env, "ROLE": role}, stdout=log, stderr=log)
-            _wait_for(lambda: (gate / role).is_file(), f"the {role} worker's first trial", workers[role], logs[role])
+            _wait_for(lambda role=role: (gate / role).is_file(), f"the {role} worker's first trial", workers[role], logs[role])
         study = optuna.load_study(study_name="search", storage=postgres_url)
         assert [t.state.name for t in study.get_trials()] == ["RUNNING", "RUNNING"]  # one study, two workers in it
 

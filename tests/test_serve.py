@@ -8,15 +8,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from conftest import Venv
+from hello_agents.tools import RLTrainingTool
 
 from hello_agents_rl import ConfigError
 from hello_agents_rl.workflows.serve import model_folder, plan
-from hello_agents.tools import RLTrainingTool
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,8 @@ def test_what_gets_served(tiny_model: str, lora_run: Path, tmp_path: Path) -> No
     assert model_folder(tiny_model)[0] == str(Path(tiny_model).resolve())
     folder, _ = model_folder(str(lora_run))
     served = plan(str(lora_run), port=8123, engine="transformers")
-    assert served.command[1:3] == ["serve", folder] and "8123" in served.command
+    assert served.command[1:5] == ["-m", "hello_agents_rl.workflows.transformers_serve", "serve", folder]
+    assert "8123" in served.command
     assert served.base_url == "http://127.0.0.1:8123/v1"
     with pytest.raises(ConfigError, match="`model`: .* does not exist"):
         model_folder(str(tmp_path / "nope"))

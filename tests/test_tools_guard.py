@@ -13,10 +13,15 @@ from pathlib import Path
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.rollouts.guard import (
-    MAX_HUNG_CALLS, TOOL_TIMEOUT_S, ToolStats, guard, guarded_environment, reset_failure,
+from hello_agents_rl.rollouts.tool_guard import (
+    MAX_HUNG_CALLS,
+    TOOL_TIMEOUT_S,
+    ToolStats,
+    guard,
+    guarded_environment,
+    reset_failure,
 )
-from hello_agents_rl.rollouts.tools import ToolFailure, probe_environment
+from hello_agents_rl.rollouts.tool_registry import ToolFailure, probe_environment
 
 
 def test_the_default_tool_timeout_is_the_guards() -> None:
@@ -193,7 +198,7 @@ def test_a_reset_that_fails_later_is_a_counted_failure_and_its_tools_fail() -> N
 
 
 def test_a_failed_reset_scores_its_rollout_as_a_failed_reward(tmp_path: Path) -> None:
-    from hello_agents_rl.trainers.tools import trajectory_reward
+    from hello_agents_rl.trainers.tool_run import trajectory_reward
     from hello_agents_rl.workflows.actions import parse
 
     cfg = parse({"action": "train", "algorithm": "grpo", "environment": Picky, "output_dir": str(tmp_path / "o")})
@@ -214,7 +219,7 @@ def test_a_failed_reset_scores_its_rollout_as_a_failed_reward(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def tool_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
     return str(build_tiny_tool_model(tmp_path_factory.mktemp("tiny_tools") / "model", seed=0))
 
@@ -304,9 +309,8 @@ def test_a_hanging_tool_in_a_training_run_times_out_stays_bounded_and_is_reporte
         tool_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The model's turns are scripted (a random tiny model would not call a tool): call `stuck`, or, after a tool
     result, answer. Everything else is the real run."""
-    from trl import GRPOTrainer
-
     from hello_agents.tools import RLTrainingTool
+    from trl import GRPOTrainer
 
     call = '<tool_call>\n{"name": "stuck", "arguments": {"expression": "2 * 3"}}\n</tool_call><|im_end|>'
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hello_agents.tools import RLTrainingTool
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hello_agents_rl import ConfigError
-from hello_agents.tools import RLTrainingTool
 
 pytestmark = pytest.mark.slow
 

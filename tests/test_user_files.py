@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hello_agents.tools import RLTrainingTool
 
 from hello_agents_rl import ConfigError
 from hello_agents_rl.interfaces.cli import main
-from hello_agents.tools import RLTrainingTool
 
 SFT = {
     "action": "train", "algorithm": "sft", "dataset": "arithmetic", "max_samples": 16, "max_steps": 2,
@@ -204,8 +204,8 @@ def test_nan_weights_are_never_completed_nor_saved(finished_run: tuple[str, Path
     import torch
     from transformers import TrainerCallback
 
-    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.trainers.run import train
+    from hello_agents_rl.workflows.actions import parse
 
     class PoisonWeights(TrainerCallback):  # what an overflowing update does, with finite gradients
         def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -263,8 +263,8 @@ def test_a_dataset_dict_split_is_chosen_by_name() -> None:
 
 
 def test_max_samples_on_the_embedded_task_draws_without_replacement() -> None:
-    from hello_agents_rl.workflows.actions import parse
     from hello_agents_rl.data.sources import load
+    from hello_agents_rl.workflows.actions import parse
 
     rows = load(parse({"action": "load_dataset", "dataset": "arithmetic", "max_samples": 300, "seed": 3}))
     assert len(rows) == 300 and len(set(rows["question"])) == 300

@@ -10,10 +10,12 @@ import os
 import re
 import shutil
 import tempfile
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hello_agents_rl.distributed import is_main_process, saves_collectively, wait_for_everyone
 from hello_agents_rl.errors import ConfigError
@@ -77,13 +79,23 @@ def take_claim(output_dir: str | Path, holder: str) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        held_by = os.read(fd, 256).decode("utf-8", "replace").strip() or "another run"
+        held_by = _holder(fd)
         os.close(fd)
         raise ConfigError(f"`output_dir`: {held_by} is already writing to {folder}; "
                           "wait for it, cancel it, or choose another output_dir") from None
     os.ftruncate(fd, 0)
     os.write(fd, holder.encode())
     return fd
+
+
+def _holder(fd: int, wait_s: float = 1.0) -> str:
+    """Who holds the lock: the winner names itself just after taking it, so a loser that looks at once waits a moment."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        name = os.pread(fd, 256, 0).decode("utf-8", "replace").strip()
+        if name or time.monotonic() > deadline:
+            return name or "another run"
+        time.sleep(0.02)
 
 
 @contextmanager
@@ -234,7 +246,8 @@ def save_final_model(trainer: Any, output_dir: str, merge_lora: bool, prompt_set
     """Save the trained model atomically; a LoRA run also keeps its adapter under adapter/.
 
     Each saved folder carries the prompt settings the model was trained with (models.PROMPT_SETTINGS), so
-    that evaluation and later stages show it the prompt it knows.
+    that evaluation and later stages show it the prompt it knows, and the chat template training rendered with
+    (TRL's training template where it replaced the model's), so that `serve` renders as training did.
 
     Call it on every rank: DeepSpeed and FSDP gather their weight shards to save, rank 0 alone
     writes, and no rank returns before the files are in place.
@@ -243,6 +256,8 @@ def save_final_model(trainer: Any, output_dir: str, merge_lora: bool, prompt_set
     main = trainer.is_world_process_zero()
     model = trainer.accelerator.unwrap_model(trainer.model)
     tokenizer = trainer.processing_class
+    if getattr(trainer, "chat_template", None):  # TRL rendered with its own training template: serve with that one
+        tokenizer.chat_template = trainer.chat_template
     is_peft = hasattr(model, "peft_config")
     staging = out / ".final-staging"  # one path for every rank
     if saves_collectively(trainer):

@@ -11,7 +11,6 @@ import os
 import tempfile
 from pathlib import Path
 
-
 TASK_PREFIX = "reasoning_gym:"  # `dataset: "reasoning_gym:<task>"`: a reasoning-gym generator (data/reasoning_tasks.py)
 
 

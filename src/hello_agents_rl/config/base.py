@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -39,9 +40,11 @@ class PathRole:
     finds every such key here, at any depth, instead of keeping its own list of key names.
 
     kind: `path` is always a path; `model` is a hub id or a local path (paths.looks_like_local_path); `dataset`
-    is a built-in name, a task, a hub id or a file; `storage` is a database URL."""
+    is a built-in name, a task, a hub id or a file; `storage` is a database URL; `parameters` is a library's own
+    parameters (a task's dataset_config), any nested string of which the library may open as a file; `task_ref`
+    is a reasoning-gym row's reference (JSON), whose `params` are such parameters."""
 
-    kind: Literal["path", "model", "dataset", "storage"] = "path"
+    kind: Literal["path", "model", "dataset", "storage", "parameters", "task_ref"] = "path"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,37 @@ def check_task(dataset: str, params: dict[str, Any]) -> None:
     check(dataset, params)
 
 
+def check_task_ref(ref: str, key: str) -> None:
+    from hello_agents_rl.data.reasoning_tasks import check_ref  # the task, its parameters and the row named
+
+    check_ref(ref, key)
+
+
 def check_vllm_installed() -> None:
     """Whether a GPU is visible needs torch: trainers/preflight.py checks that, still before the model loads."""
     if find_spec("vllm") is None:
         raise ValueError("`use_vllm`: vLLM is not installed; pip install 'hello-agents-rl[vllm]' or set use_vllm: false")
+
+
+def check_agent_keys(agent: Any, tools: list[Any], environment: Any, max_tool_turns: int, turns_given: bool
+                     ) -> dict[str, Any]:
+    """The agent keys checked, and the values they imply: hello-agents Tools given as `tools` train as the SimpleAgent
+    that would send them (`agent`), and an agent's tool-turn limit is `max_tool_turns`."""
+    from hello_agents_rl.rollouts.agent_spec import agent_spec, implicit_agent, is_hello_agents_tool
+
+    theirs = [t for t in tools or [] if is_hello_agents_tool(t)]
+    if theirs and len(theirs) < len(tools):
+        raise ValueError("`tools`: hello-agents Tools mixed with other tools; give either hello-agents Tools (or one "
+                         "ToolRegistry), which train as the agent sends them, or functions and built-in names")
+    if (theirs or agent is not None) and environment is not None:
+        raise ValueError("`environment`: an agent's tools are its registry's; drop `environment` or the agent")
+    if theirs and agent is not None:
+        raise ValueError("`tools`: the agent's tools are its tool_registry's; drop `tools` or register them with it")
+    if not theirs and agent is None:
+        return {}
+    agent = agent if agent is not None else implicit_agent(theirs)
+    limit = agent_spec(agent).max_tool_turns
+    if turns_given and max_tool_turns != limit:
+        raise ValueError(f"`max_tool_turns`: {max_tool_turns}, but the agent allows {limit} tool rounds, which "
+                         "training uses; drop max_tool_turns or change the agent's max_tool_iterations/max_steps")
+    return {"agent": agent, "tools": [], "max_tool_turns": limit}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -34,13 +34,30 @@ def _is_dataset_object(value: Any) -> bool:
     return datasets is not None and isinstance(value, (datasets.Dataset, datasets.DatasetDict))
 
 
+AnswerChecker = Literal["number", "math_verify"]  # rewards/checkers.py: CHECKERS (tests/test_checkers.py checks they match)
+ANSWER_CHECKER_HELP = ("How an answer is compared with the ground truth, in the reward and in evaluation: number (the "
+                       "final number, exactly) or math_verify (LaTeX and expressions; pip install 'hello-agents-rl[math]').")
+
+
+def answer_checker_problem(checker: str, dataset: Any = None) -> str | None:
+    """Why `checker` cannot judge this run's answers (None: it can)."""
+    if checker != "math_verify":
+        return None
+    if isinstance(dataset, str) and is_task_name(dataset):
+        return ("`answer_checker`: a reasoning_gym task's answers are judged by the task's own checker; "
+                "remove answer_checker")
+    from hello_agents_rl.rewards.checkers import math_verify_problem  # the reward layer knows its extra
+
+    return math_verify_problem()
+
+
 class DataConfig(Base):
     dataset: Annotated[Any, PathRole("dataset")] = Field(
         "gsm8k",
         description="`gsm8k`, `arithmetic` (the embedded synthetic task), `reasoning_gym:<task>` (a reasoning-gym "
         "generator), a .jsonl/.csv file, or a datasets.Dataset.",
     )
-    dataset_config: dict[str, Any] = Field(
+    dataset_config: Annotated[dict[str, Any], PathRole("parameters")] = Field(
         default_factory=dict,
         description="`reasoning_gym:<task>` only: the generator's own parameters (size per split, difficulty ranges).",
     )
@@ -58,6 +75,7 @@ class DataConfig(Base):
         None, description="System message for every prompt; None = the dataset's default, '' = none."
     )
     seed: int = Field(42, ge=0, le=MAX_SEED, description="Seed for data shuffling, sampling and initialisation.")
+    answer_checker: AnswerChecker = Field("number", description=ANSWER_CHECKER_HELP)
 
     @field_validator("dataset")
     @classmethod
@@ -69,8 +87,9 @@ class DataConfig(Base):
         return value
 
     @model_validator(mode="after")
-    def _split_exists(self) -> "DataConfig":
+    def _split_exists(self) -> DataConfig:
         require(split_problem(self.dataset, self.split))
+        require(answer_checker_problem(self.answer_checker, self.dataset))
         if is_task_name(self.dataset):
             check_task(self.dataset, self.dataset_config)
         elif self.dataset_config:

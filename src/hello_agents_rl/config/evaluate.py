@@ -27,7 +27,7 @@ class EvalOptions(DataConfig):
     tool_timeout: float = Field(30.0, gt=0, description="Seconds a tool call may take before it fails as a timeout.")
 
     @model_validator(mode="after")
-    def _agentic(self) -> "EvalOptions":
+    def _agentic(self) -> EvalOptions:
         check_tools(self.tools, self.environment)
         return self
 

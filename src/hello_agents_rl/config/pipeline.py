@@ -38,7 +38,7 @@ class PipelineConfig(TrainConfig):
         return evaluation_of(self.model_dump(exclude_unset=True), self.evaluation, model_path)
 
     @model_validator(mode="after")
-    def _stages_are_valid(self) -> "PipelineConfig":
+    def _stages_are_valid(self) -> PipelineConfig:
         self.stage("sft")
         self.stage("grpo", model_name=self.model_name)  # the SFT model does not exist yet: check the rest
         self.evaluation_config(self.model_name)

@@ -8,8 +8,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hello_agents_rl.config.base import (MAX_SEED, Base, Count, LocalPath, PathRole, SectionOf, nested, numeric_kinds,
-                                         read_number)
+from hello_agents_rl.config.base import (
+    MAX_SEED,
+    Base,
+    Count,
+    LocalPath,
+    PathRole,
+    SectionOf,
+    nested,
+    numeric_kinds,
+    read_number,
+)
 from hello_agents_rl.config.evaluate import EvaluateConfig, evaluation_of
 from hello_agents_rl.config.train import TrainConfig
 from hello_agents_rl.errors import did_you_mean
@@ -79,7 +88,7 @@ class SearchConfig(Base):
         return value
 
     @model_validator(mode="after")
-    def _search_is_valid(self) -> "SearchConfig":
+    def _search_is_valid(self) -> SearchConfig:
         owned = sorted(set(self.base) & SEARCH_OWNS)
         if owned:
             raise ValueError(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from hello_agents_rl.config.base import Base, Count, LocalPath, ModelSource, WritableFolder, require
-from hello_agents_rl.config.checks import check_reward, check_tools, check_vllm_installed
+from hello_agents_rl.config.checks import check_agent_keys, check_reward, check_tools, check_vllm_installed
 from hello_agents_rl.config.data import DataConfig, split_problem
 from hello_agents_rl.config.doctor import thresholds_problem
+from hello_agents_rl.config.loss import LossType, loss_problem
 from hello_agents_rl.errors import did_you_mean
 from hello_agents_rl.paths import overlap_problem
 
@@ -76,8 +78,37 @@ class TrainConfig(DataConfig, ModelConfig):
     scale_rewards: Literal["none", "group", "batch"] = Field(
         "none", description="Advantage = r - group mean (none, as the book defines it) or divided by the std."
     )
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
-        "dapo", description="How token losses are averaged (TRL's loss_type)."
+    loss_type: LossType = Field(
+        "dapo",
+        description="TRL's GRPO loss: dapo (token sum / the batch's tokens), grpo (mean per completion), dr_grpo "
+        "(/ max_new_tokens), bnpo (/ the micro-batch's tokens), cispo (clipped IS weights; needs clip_range_high), "
+        "sapo (soft gate), luspo (length-scaled sequence loss), vespo (gamma-weighted sequence IS). README: Loss variants.",
+    )
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description="Ratio per token, or one per completion (sequence: GSPO; luspo needs it, vespo refuses it)."
+    )
+    clip_range_high: float | None = Field(
+        None, gt=0, description="Upper clip epsilon (DAPO's clip-higher: 0.28); None = clip_range. cispo: the IS-weight cap (5.0)."
+    )
+    mask_truncated_completions: bool = Field(
+        False, description="Leave completions cut at max_new_tokens out of the loss (DAPO)."
+    )
+    top_entropy_quantile: float = Field(
+        1.0, ge=0, le=1, description="Train on this top fraction of tokens by entropy (0.2: the 80/20 paper); 1 = all."
+    )
+    sapo_temperature_pos: float = Field(1.0, gt=0, description="sapo: gate temperature for positive advantages.")
+    sapo_temperature_neg: float = Field(1.05, gt=0, description="sapo: gate temperature for other advantages.")
+    vespo_k_pos: float = Field(2.0, ge=0, description="vespo: power k of the gamma weight, positive advantages.")
+    vespo_lambda_pos: float = Field(3.0, gt=0, description="vespo: decay lambda of the gamma weight, positive advantages.")
+    vespo_k_neg: float = Field(3.0, ge=0, description="vespo: power k of the gamma weight, negative advantages.")
+    vespo_lambda_neg: float = Field(2.0, gt=0, description="vespo: decay lambda of the gamma weight, negative advantages.")
+    dynamic_sampling: Literal["off", "skip", "resample"] = Field(
+        "off",
+        description="Groups whose completions all score the same teach nothing: skip leaves them out of the update "
+        "and its forwards; resample refills the batch with new prompts (DAPO), at most dynamic_sampling_rounds rounds.",
+    )
+    dynamic_sampling_rounds: Count = Field(
+        4, ge=1, le=64, description="resample: most generation rounds per step (the first included); then it trains on what it has."
     )
     steps_per_generation: Count | None = Field(
         None, ge=1, description="Optimizer steps per generation round; None = gradient_accumulation_steps."
@@ -88,6 +119,9 @@ class TrainConfig(DataConfig, ModelConfig):
     )
     vllm_gpu_memory_utilization: float = Field(
         0.3, gt=0, le=1, description="Fraction of GPU memory vLLM may take in colocate mode."
+    )
+    vllm_max_model_length: Count | None = Field(
+        None, ge=1, description="Colocate: vLLM's context window in tokens; None = the longest prompt + max_new_tokens."
     )
     vllm_server_host: str = Field("0.0.0.0", description="Host of the `trl vllm-serve` server (server mode).")
     vllm_server_port: int = Field(8000, ge=1, le=65535, description="Port of the `trl vllm-serve` server.")
@@ -115,9 +149,13 @@ class TrainConfig(DataConfig, ModelConfig):
     environment: Any = Field(
         None, description="GRPO: a stateful class or 'pkg.module:Class' (reset(**row); public methods are its tools)."
     )
+    agent: Any = Field(
+        None, description="Python only: a hello-agents SimpleAgent or ReActAgent; training uses its system prompt, tool "
+        "schemas, tool messages and tool-turn limit, its tools run through its own registry (docs/agentic.md).",
+    )
     max_tool_turns: Count = Field(4, ge=1, description="Most tool-calling rounds per rollout (TRL's max_tool_calling_iterations).")
     tool_timeout: float = Field(
-        30.0, gt=0,  # rollouts/guard.TOOL_TIMEOUT_S (tests/test_tools_guard.py checks they match)
+        30.0, gt=0,  # rollouts/tool_guard.py: TOOL_TIMEOUT_S (tests/test_tools_guard.py checks they match)
         description="Seconds a tool call may take before it fails as a timeout; a tool that keeps hanging is reported.",
     )
     tool_reward: dict[str, float] = Field(
@@ -146,7 +184,8 @@ class TrainConfig(DataConfig, ModelConfig):
     logging_steps: Count = Field(10, ge=1, description="Log a line, metrics.jsonl and TensorBoard every N steps.")
     report_to: list[str] = Field(
         default_factory=lambda: ["tensorboard"],
-        description="tensorboard, wandb, or none; wandb is added when WANDB_PROJECT is set.",
+        description="tensorboard, wandb, trackio (a local dashboard: pip install 'hello-agents-rl[trackio]'), or none; "
+        "wandb is added when WANDB_PROJECT is set.",
     )
     resume_from_checkpoint: bool | LocalPath | None = Field(
         None, description="true = the latest checkpoint in output_dir, or a checkpoint path."
@@ -176,9 +215,11 @@ class TrainConfig(DataConfig, ModelConfig):
     @field_validator("report_to")
     @classmethod
     def _known_reporters(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - {"tensorboard", "wandb", "none"})
+        unknown = sorted(set(value) - {"tensorboard", "wandb", "trackio", "none"})
         if unknown:
-            raise ValueError(f"unknown reporter {unknown}; use tensorboard, wandb or none")
+            raise ValueError(f"unknown reporter {unknown}; use tensorboard, wandb, trackio or none")
+        if "trackio" in value and find_spec("trackio") is None:
+            raise ValueError("trackio is not installed; pip install 'hello-agents-rl[trackio]', or leave it out")
         return value
 
     @field_validator("lr_scheduler_type")
@@ -189,7 +230,7 @@ class TrainConfig(DataConfig, ModelConfig):
         return value
 
     @model_validator(mode="after")
-    def _resolve(self) -> "TrainConfig":
+    def _resolve(self) -> TrainConfig:
         if self.learning_rate is None:
             default = DEFAULT_LEARNING_RATES[(self.algorithm, self.use_lora)]
             object.__setattr__(self, "learning_rate", default)
@@ -199,11 +240,15 @@ class TrainConfig(DataConfig, ModelConfig):
         if self.eval_steps:
             require(split_problem(self.dataset, self.eval_split, "eval_split"))
         check_reward(self.reward_type, self.reward_config)
+        for key, value in check_agent_keys(self.agent, self.tools, self.environment, self.max_tool_turns,
+                                           "max_tool_turns" in self.model_fields_set).items():
+            object.__setattr__(self, key, value)  # hello-agents tools train as the agent that sends them
         check_tools(self.tools, self.environment, self.algorithm, self.tool_reward, self.max_tool_turns,
                     self.reward_type, self.reward_config)
         if self.use_vllm:
             check_vllm_installed()
         require(thresholds_problem(self.doctor_thresholds))
+        require(loss_problem(self, self.model_fields_set))
         if self.kl_target is not None:
             low, high = self.kl_target
             if not 0 <= low < high:

@@ -24,7 +24,7 @@ def load(split: str, dataset_path: str | None, system_prompt: str | None) -> Dat
         from datasets import load_dataset
 
         hub = load_dataset("openai/gsm8k", "main", split=split)
-    except Exception as error:  # offline, or the hub is unreachable: say how to work without it
+    except Exception as error:  # noqa: BLE001 - offline, or the hub is unreachable: say how to work without it
         raise ConfigError(
             f"`dataset`: could not load openai/gsm8k from the hub ({type(error).__name__}); download it once and "
             f"set dataset_path (or ${ENV_VAR}) to a folder with train.jsonl and test.jsonl"

@@ -17,7 +17,7 @@ from typing import Any
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
 from hello_agents_rl.paths import TASK_PREFIX
-from hello_agents_rl.rewards.correctness import generator, library, task_ref
+from hello_agents_rl.rewards.task_library import draw, library, task_ref
 
 TEST_SEED = 1_000_000_000  # fixed: the held-out split never moves with the run's seed
 OWN_KEYS = ("seed",)  # set by the split, never by the user
@@ -33,6 +33,10 @@ def check(dataset: str, params: dict[str, Any]) -> None:
                           f"(tasks: {', '.join(sorted(registry))})")
     config_cls = registry[name][1]
     fields = [f.name for f in dataclasses.fields(config_cls)]
+    for key in _nested_keys(params):  # composite's sub-task configs too
+        if key.rsplit(".", 1)[-1] in OWN_KEYS:
+            raise ConfigError(f"`dataset_config.{key}`: set by the split (train and test take disjoint seeds); "
+                              "remove it")
     for key in params:
         if key in OWN_KEYS:
             raise ConfigError(f"`dataset_config.{key}`: set by the split (train and test take disjoint seeds); "
@@ -45,10 +49,38 @@ def check(dataset: str, params: dict[str, Any]) -> None:
     if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 100_000:
         raise ConfigError(f"`dataset_config.size`: questions per split, an integer in 1..100000 (got {size!r})")
     try:
-        generator(name, json.dumps(params, sort_keys=True), TEST_SEED)
-    except (AssertionError, ValueError, TypeError) as error:
-        raise ConfigError(f"`dataset_config`: {name!r} refuses {params}: {error or type(error).__name__}; "
-                          f"see its parameters: {', '.join(f for f in fields if f not in OWN_KEYS)}") from None
+        draw(name, params, TEST_SEED, 0, 1)  # one question, within the bound: a generator that hangs is found here
+    except ConfigError as error:
+        raise ConfigError(f"{error}; see its parameters: {', '.join(f for f in fields if f not in OWN_KEYS)}") from None
+
+
+def check_ref(ref: Any, key: str = "task_ref") -> None:
+    """A row's task_ref as load_dataset writes it: the task and parameters checked as `check` does, the row inside."""
+    try:
+        parsed = json.loads(ref) if isinstance(ref, str) else None
+    except ValueError:
+        parsed = None
+    fields = {"task": str, "params": dict, "seed": int, "index": int}
+    if not isinstance(parsed, dict) or set(parsed) != set(fields) or not all(
+            isinstance(parsed[name], kind) and not isinstance(parsed[name], bool) for name, kind in fields.items()):
+        raise ConfigError(f"`{key}`: not a task_ref; copy a row's `task_ref` from load_dataset (JSON with task, "
+                          f"params, seed and index; got {str(ref)[:80]!r})")
+    check(TASK_PREFIX + parsed["task"], parsed["params"])
+    if not 0 <= parsed["index"] < parsed["params"].get("size", 500) or not 0 <= parsed["seed"] <= TEST_SEED:
+        raise ConfigError(f"`{key}`: index {parsed['index']} or seed {parsed['seed']} names no row of this task; "
+                          "copy a row's `task_ref` from load_dataset")
+
+
+def _nested_keys(value: Any, where: str = "") -> list[str]:
+    """The dotted keys of every dict below `value`'s top level (composite's sub-task configs)."""
+    found: list[str] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        name = f"{where}.{key}" if where else str(key)
+        if where and isinstance(value, dict):
+            found.append(name)
+        found += _nested_keys(item, name)
+    return found
 
 
 def split_seed(split: str, seed: int, size: int) -> int:
@@ -60,16 +92,19 @@ def split_seed(split: str, seed: int, size: int) -> int:
     return seed
 
 
-def entries(dataset: str, params: dict[str, Any], split: str, seed: int) -> list[tuple[str, dict[str, Any]]]:
-    """(task_ref, entry) of one split; train entries whose question is in the test split are left out."""
-    name, key = dataset.removeprefix(TASK_PREFIX), json.dumps(params, sort_keys=True)
+def entries(dataset: str, params: dict[str, Any], split: str, seed: int) -> list[tuple[str, str, Any]]:
+    """(task_ref, question, answer) of one split; train questions that are in the test split are left out."""
+    name = dataset.removeprefix(TASK_PREFIX)
     size = params.get("size", 500)
     start = split_seed(split, seed, size)
-    drawn = generator(name, key, start)
-    held_out = {e["question"] for e in generator(name, key, TEST_SEED)} if split != "test" else set()
-    out = []
-    for index in range(len(drawn)):
-        entry = drawn[index]
-        if entry["question"] not in held_out:
-            out.append((task_ref(name, params, start, index), entry))
+    drawn = draw(name, params, start, 0, size)
+    held_out = {e["question"] for e in draw(name, params, TEST_SEED, 0, size)} if split != "test" else set()
+    out = [(task_ref(name, params, start, index), e["question"], e["answer"])
+           for index, e in enumerate(drawn) if e["question"] not in held_out]
+    if not out:
+        removed = f", and all {len(drawn)} are in the test split" if drawn else ""
+        raise ConfigError(f"`dataset_config`: {name!r} gave no {split} questions: {len(drawn)} drawn{removed} "
+                          f"(with {params or 'its default parameters'}). The task has few distinct questions: give a "
+                          "smaller `size` (the test split takes that many) or widen the parameters that make them "
+                          "vary (more digits, terms or words)")
     return out

@@ -6,9 +6,9 @@ from datasets import Dataset, DatasetDict
 
 from hello_agents_rl.config import DataConfig, split_problem
 from hello_agents_rl.data import arithmetic, custom, gsm8k, multiplication, reasoning_tasks
+from hello_agents_rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.paths import is_task_name
-from hello_agents_rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages
 
 
 def _system_prompt(cfg: DataConfig, default: str | None) -> str | None:
@@ -48,11 +48,13 @@ def _task_rows(source: str, cfg: DataConfig, split: str) -> Dataset:
     """reasoning-gym rows; `task_ref` lets the reward and evaluation call the task's own checker."""
     system_prompt = _system_prompt(cfg, reasoning_tasks.SYSTEM_PROMPT)
     rows = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "task_ref": []}
-    for task_ref, entry in reasoning_tasks.entries(source, dict(getattr(cfg, "dataset_config", {})), split, cfg.seed):
-        rows["question"].append(entry["question"])
-        rows["prompt"].append(build_messages(entry["question"], system_prompt))
-        rows["completion"].append([{"role": "assistant", "content": f"Final Answer: {entry['answer']}"}])
-        rows["ground_truth"].append(str(entry["answer"]))
+    for task_ref, question, answer in reasoning_tasks.entries(source, dict(getattr(cfg, "dataset_config", {})), split,
+                                                               cfg.seed):
+        rows["question"].append(question)
+        rows["prompt"].append(build_messages(question, system_prompt))
+        # a task whose checker verifies any valid solution (graph_color, rush_hour...) has no answer to imitate
+        rows["completion"].append([] if answer is None else [{"role": "assistant", "content": f"Final Answer: {answer}"}])
+        rows["ground_truth"].append("" if answer is None else str(answer))
         rows["task_ref"].append(task_ref)
     return Dataset.from_dict(rows)
 
@@ -65,5 +67,6 @@ def describe(cfg: DataConfig) -> dict:
         "status": "completed",
         "num_samples": len(rows),
         "columns": rows.column_names,
-        "sample": {"prompt": sample["prompt"], "completion": sample["completion"], "ground_truth": sample["ground_truth"]},
+        "sample": {"prompt": sample["prompt"], "completion": sample["completion"], "ground_truth": sample["ground_truth"],
+                   **({"task_ref": sample["task_ref"]} if "task_ref" in sample else {})},  # create_reward takes it
     }

@@ -2,10 +2,14 @@
 
 Every wrong answer gets exactly one kind, by the first rule that holds (docs/evaluation.md):
 
-1. format        -- the answer is not stated as asked ("Final Answer: <number>"), so it may not even be read.
+1. format        -- the answer is not stated as asked ("Final Answer: <number>", or "Final Answer: <answer>" on a
+                    task whose answer may be text), so it may not even be read; or it equals the truth's value in a
+                    spelling the task's own checker does not accept.
 2. calculation   -- some step "a <op> b = c" in the answer is arithmetically wrong (checked exactly).
-3. understanding -- the answer uses none of the numbers the question gives: it solved another problem.
-4. reasoning     -- every step is right and it starts from the question's numbers, yet the result is wrong:
+3. text          -- the task's answer is not a number (a word, a grid, a move list): the rules below compare
+                    numbers and cannot tell more.
+4. understanding -- the answer uses none of the numbers the question gives: it solved another problem.
+5. reasoning     -- every step is right and it starts from the question's numbers, yet the result is wrong:
                     the plan (which steps, in which order) is wrong.
 """
 
@@ -16,12 +20,12 @@ from typing import Any
 
 from hello_agents_rl.rewards import arithmetic_steps, count_steps, follows_format, numbers_in, parse_number
 
-ERROR_KINDS = ("format", "calculation", "understanding", "reasoning")
+ERROR_KINDS = ("format", "calculation", "text", "understanding", "reasoning")
 
 
 def wrong_steps(completion: str) -> list[str]:
     """The steps "a <op> b = c" whose c is not a <op> b (exact arithmetic; steps it cannot read are skipped)."""
-    from hello_agents_rl.rollouts.tools import calculator  # exact and safe: parsed, never eval'd
+    from hello_agents_rl.rollouts.tool_registry import calculator  # exact and safe: parsed, never eval'd
 
     wrong = []
     for lhs, rhs in arithmetic_steps(completion):
@@ -38,14 +42,21 @@ def wrong_steps(completion: str) -> list[str]:
     return wrong
 
 
-def error_kind(question: str, completion: str, predicted: Fraction | None, truth: Fraction | None) -> str | None:
-    """The kind of a wrong answer by the rules above; None for a right one (or an unreadable ground truth)."""
-    if truth is None or (predicted is not None and predicted == truth):
+def error_kind(question: str, completion: str, predicted: Fraction | None, truth: Fraction | None,
+               correct: bool | None = None, text_answer: bool = False) -> str | None:
+    """The kind of a wrong answer by the rules above; None for a right one. `correct` is the verdict (a task's
+    own checker on a reasoning-gym row; without it, the final number equals the truth's); `text_answer`: the
+    row's answer may be text, so "Final Answer: <answer>" is its format."""
+    if correct is None:
+        correct = truth is not None and predicted == truth
+    if correct:
         return None
-    if not follows_format(completion):
+    if not follows_format(completion, text_answer) or (truth is not None and predicted == truth):
         return "format"
     if wrong_steps(completion):
         return "calculation"
+    if truth is None:
+        return "text"
     given = set(numbers_in(question))
     used = [n for n in numbers_in(completion) if n != predicted]
     if given and not given.intersection(used):
@@ -69,15 +80,17 @@ def error_fields(predicted: Fraction | None, truth: Fraction | None) -> dict[str
     return {"abs_error": float(error), "rel_error": float(error / abs(truth)) if truth else None}
 
 
-def analyse(row: Any, completion: str, predicted: Fraction | None, truth: Fraction | None) -> dict[str, Any]:
+def analyse(row: Any, completion: str, predicted: Fraction | None, truth: Fraction | None, correct: bool) -> dict[str, Any]:
+    text_answer = bool(row.get("task_ref"))  # a reasoning-gym row: its answer may be text
     return {
         "reasoning_steps": reference_steps(row),
-        "error_kind": error_kind(str(row.get("question", "")), completion, predicted, truth),
+        "error_kind": error_kind(str(row.get("question", "")), completion, predicted, truth, correct, text_answer),
     }
 
 
 def error_summary(details: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean errors of the wrong answers, accuracy by reasoning steps, and the count of each kind of mistake."""
+    """Mean errors of the wrong answers that have a number (None when none has), accuracy by reasoning steps, and
+    the count of each kind of mistake."""
     wrong = [d for d in details if not d["correct"]]
 
     def mean(values: list[float]) -> float | None:
@@ -88,7 +101,7 @@ def error_summary(details: list[dict[str, Any]]) -> dict[str, Any]:
         if d.get("reasoning_steps") is not None:
             by_steps.setdefault(d["reasoning_steps"], []).append(d["correct"])
     return {
-        "mean_abs_error_wrong": mean([d["abs_error"] for d in wrong if d["abs_error"] is not None]) or 0.0,
+        "mean_abs_error_wrong": mean([d["abs_error"] for d in wrong if d["abs_error"] is not None]),
         "mean_rel_error_wrong": mean([d["rel_error"] for d in wrong if d.get("rel_error") is not None]),
         "accuracy_by_steps": {str(steps): sum(c) / len(c) for steps, c in sorted(by_steps.items())},
         "error_kinds": {kind: sum(d.get("error_kind") == kind for d in wrong) for kind in ERROR_KINDS},

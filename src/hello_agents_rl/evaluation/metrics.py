@@ -10,8 +10,9 @@ from typing import Any
 
 from hello_agents_rl.evaluation.analysis import analyse, error_fields, error_summary
 from hello_agents_rl.rewards import extract_answer, follows_format, is_correct, parse_ground_truth
-from hello_agents_rl.rewards.correctness import task_answer
+from hello_agents_rl.rewards.correctness import text_answer
 from hello_agents_rl.rollouts.loop import Rollout
+from hello_agents_rl.rollouts.trajectory import TrajectoryGroup
 
 
 def pass_at(n: int, correct: int, k: int) -> float:
@@ -19,26 +20,30 @@ def pass_at(n: int, correct: int, k: int) -> float:
     return 1.0 if n - correct < k else 1.0 - math.comb(n - correct, k) / math.comb(n, k)
 
 
-def question_details(row: Any, answer: Rollout, samples: list[Rollout], with_tools: bool) -> dict[str, Any]:
-    """One question: its greedy trajectory (the answer is read after the last tool result) and its samples."""
+def question_details(row: Any, answer: Rollout, samples: list[Rollout], with_tools: bool,
+                     checker: str = "number") -> dict[str, Any]:
+    """One question: its greedy trajectory (the answer is read after the last tool result) and its samples;
+    right or wrong as `checker` (the answer_checker the reward uses) says."""
     trajectory = answer.trajectory
     text = trajectory.final_text
     predicted, truth = extract_answer(text), parse_ground_truth(row["ground_truth"])
-    task_ref = row.get("task_ref")  # a reasoning-gym row: its task's own checker decides
-    samples_correct = sum(is_correct(s.trajectory.final_text, row["ground_truth"], task_ref) for s in samples)
+    task_ref = row.get("task_ref")  # a reasoning-gym row: its task's own checker decides, and the answer may be text
+    group = TrajectoryGroup(tuple(s.trajectory for s in samples), tuple(  # the question's k samples, scored 1 or 0
+        float(is_correct(s.trajectory.final_text, row["ground_truth"], task_ref, checker)) for s in samples))
+    correct = is_correct(text, row["ground_truth"], task_ref, checker)  # an unreadable answer or truth never passes
     return {
         "question": row.get("question", ""),
         "ground_truth": row["ground_truth"],
         "completion": text,
-        "predicted": task_answer(text, row["ground_truth"]) if task_ref else None if predicted is None else str(predicted),
-        "correct": is_correct(text, row["ground_truth"], task_ref),  # an unreadable answer or truth never passes
-        "samples_correct": samples_correct,
-        "pass_at_k": samples_correct > 0,
-        "follows_format": follows_format(text),
+        "predicted": text_answer(text) if task_ref else None if predicted is None else str(predicted),
+        "correct": correct,
+        "samples_correct": group.passed,
+        "pass_at_k": group.passed > 0,
+        "follows_format": follows_format(text, bool(task_ref)),
         "num_tokens": answer.answer_tokens,
         "truncated": answer.truncated,
         **error_fields(predicted, truth),
-        **analyse(row, text, predicted, truth),
+        **analyse(row, text, predicted, truth, correct),
         **({"transcript": answer.messages, **trajectory.stats()} if with_tools else {}),
         **({"carry": row["carry"]} if "carry" in row else {}),
     }
@@ -83,6 +88,7 @@ def comparison_markdown(table: list[dict[str, Any]], k: int = 1) -> str:
                ("truncation_rate", "Truncated", "{:.1%}"), ("mean_abs_error_wrong", "Abs. error (wrong)", "{:.2f}"),
                ("seconds_per_question", "s/question", "{:.3f}")]
     lines = ["| Model | " + " | ".join(c[1] for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for row in table:
-        lines.append(f"| {row['model']} | " + " | ".join(fmt.format(row[key]) for key, _, fmt in columns) + " |")
+    for row in table:  # a number with no value (no wrong answer had one) shows as a dash
+        cells = ["-" if row[key] is None else fmt.format(row[key]) for key, _, fmt in columns]
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

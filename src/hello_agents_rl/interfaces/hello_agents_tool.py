@@ -102,7 +102,7 @@ def _respond(tools: ModuleType, call: Any) -> Any:
         result = call()
     except ConfigError as error:
         return response.error(code=codes.INVALID_PARAM, message=str(error))
-    except Exception as error:  # a tool answers its agent; the agent decides what to do next
+    except Exception as error:  # noqa: BLE001 - a tool answers its agent; the agent decides what to do next
         return response.error(code=codes.EXECUTION_ERROR, message=f"{type(error).__name__}: {error}")
     text = json.dumps(result, ensure_ascii=False)
     status = result.get("status")

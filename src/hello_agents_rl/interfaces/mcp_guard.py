@@ -3,10 +3,20 @@
 Which keys are paths comes from the config models themselves (config.base.PathRole and SectionOf field
 metadata), so a key added to a config, or a path given inside a nested section (a pipeline stage, search's
 base, a search space's choices, an enqueued row, an evaluation), is guarded without a list kept here.
+
+A library's own parameters (a reasoning-gym task's `dataset_config`) are not ours to list either: a task may
+open any of its string parameters as a file (spell_backward's `data_file`, joined onto the library's folder,
+where an absolute path or `..` leaves it). So every string in them, at any depth, is judged by its shape:
+`..` is refused, and one that names a file -- absolute, starting with `~`, existing from the server's folder,
+or under a key named like a file (`*file*`, `*path*`, `*dir*`, `*folder*`) -- must lie under a root like any
+path. What is left (`"+"`, `"90"`, a bare name under another key) cannot leave the folder a library joins it onto.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,11 +26,12 @@ from pydantic import BaseModel
 from hello_agents_rl.config.base import PathRole, SectionOf
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.paths import is_task_name, looks_like_local_path
-from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
+from hello_agents_rl.rollouts.tool_registry import BUILTIN_TOOLS
 from hello_agents_rl.workflows.actions import ACTIONS
 
 _DATA_FILES = (".jsonl", ".json", ".csv")
 _SQLITE = "sqlite:///"
+_FILE_KEY_RE = re.compile(r"file|path|dir|folder", re.IGNORECASE)  # a parameter a library opens, by its name
 
 
 def markers(model: type[BaseModel], key: str) -> list[PathRole | SectionOf]:
@@ -68,7 +79,12 @@ class Guard:
 
     def _key(self, model: type[BaseModel], key: str, value: Any, name: str) -> None:
         for marker in markers(model, key):
-            if isinstance(marker, PathRole):
+            if isinstance(marker, PathRole) and marker.kind == "parameters":
+                self._parameters(value, name, "")
+            elif isinstance(marker, PathRole) and marker.kind == "task_ref":
+                for where, ref in _choices(value, name).items():  # one, or one per completion
+                    self._parameters(_ref_params(ref), f"{where}.params", "")
+            elif isinstance(marker, PathRole):
                 self._paths(marker.kind, value, name)
             elif marker.shape == "section":
                 self._section(marker.model, value, name)
@@ -93,6 +109,22 @@ class Guard:
             if kind == "storage":
                 self._storage(name, value)
             elif kind == "path" or _is_local(kind, value):
+                self._under_roots(name, value)
+
+    def _parameters(self, value: Any, name: str, key: str) -> None:
+        """A library's parameters: every string at any depth judged by its shape and its key (module docstring)."""
+        if isinstance(value, dict):
+            for label, item in value.items():
+                self._parameters(item, f"{name}.{label}", str(label))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                self._parameters(item, f"{name}.{i}", key)
+        elif isinstance(value, str):
+            if ".." in re.split(r"[/\\]", value):
+                raise ConfigError(f"`{name}`: {value!r} climbs out of a folder with '..', and the library, not this "
+                                  "server, decides which folder; give an absolute path under "
+                                  f"{', '.join(map(str, self.roots))}")
+            if names_a_file(key, value):
                 self._under_roots(name, value)
 
     def _storage(self, name: str, value: str) -> None:
@@ -152,6 +184,22 @@ def _is_local(kind: str, value: str) -> bool:
     if kind == "dataset" and is_task_name(value):
         return False
     return looks_like_local_path(value) or (kind == "dataset" and value.endswith(_DATA_FILES))
+
+
+def names_a_file(key: str, value: str) -> bool:
+    """A library parameter that may name a file: under a file-like key, starting with `~`, or absolute or
+    existing from the server's folder with a name of its own (not the bare "/" of an operator list)."""
+    if _FILE_KEY_RE.search(key) or value.startswith("~"):
+        return True
+    return bool(Path(value).name) and (os.path.isabs(value) or os.path.lexists(value))
+
+
+def _ref_params(ref: Any) -> Any:
+    """The task parameters a task_ref carries (validation refuses one that is not JSON)."""
+    try:
+        return json.loads(ref).get("params") if isinstance(ref, str) else None
+    except (ValueError, AttributeError):
+        return None
 
 
 def _choices(value: Any, name: str) -> dict[str, Any]:

@@ -22,14 +22,14 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from hello_agents_rl.workflows import actions
-from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
-from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.workflows.jobs import JobManager
 from hello_agents_rl.config.base import PathRole
+from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.interfaces.mcp_guard import Guard, markers
 from hello_agents_rl.interfaces.mcp_http import HttpAccess, http_access
 from hello_agents_rl.interfaces.schema import json_schema
+from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.actions import ACTIONS, JOB_ACTIONS
+from hello_agents_rl.workflows.jobs import JobManager
 
 _JOB_ID = {"type": "object", "properties": {"job_id": {"type": "string", "description": "The id a job-starting tool returned."}},
            "required": ["job_id"], "additionalProperties": False}
@@ -70,7 +70,7 @@ class RLServer:
 
     def tools(self) -> list[types.Tool]:
         listed = []
-        for name, action in ACTIONS.items():
+        for name in ACTIONS:
             schema = json_schema(name)
             description = schema["description"]
             if name in JOB_ACTIONS:
@@ -91,7 +91,7 @@ class RLServer:
             result = await anyio.to_thread.run_sync(self.call, params.name, dict(params.arguments or {}))
         except ConfigError as error:
             return _error(str(error))
-        except Exception as error:  # an action's own failure: reported to the agent, the server lives on
+        except Exception as error:  # noqa: BLE001 - an action's own failure: reported to the agent, the server lives on
             return _error(f"{type(error).__name__}: {error}")
         result = _plain(result)
         text = json.dumps(result, ensure_ascii=False, indent=1)

@@ -11,10 +11,10 @@ import copy
 import json
 from typing import Any
 
-from hello_agents_rl.workflows.actions import ACTIONS
-from hello_agents_rl.rollouts.tools import BUILTIN_TOOLS
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import REWARD_NAMES
+from hello_agents_rl.rollouts.tool_registry import BUILTIN_TOOLS
+from hello_agents_rl.workflows.actions import ACTIONS
 
 # What a JSON caller can give for the keys that Python callers may also fill with objects.
 _JSON_FORMS: dict[str, dict[str, Any]] = {
@@ -22,6 +22,7 @@ _JSON_FORMS: dict[str, dict[str, Any]] = {
     "reward_type": {"type": "string", "enum": list(REWARD_NAMES)},
     "environment": {"anyOf": [{"type": "string"}, {"type": "null"}], "examples": ["mypkg.envs:Shop"]},
     "tools": {"type": "array", "items": {"type": "string"}, "examples": [list(BUILTIN_TOOLS)]},
+    "agent": {"type": "null"},  # a hello-agents agent object: Python callers only
 }
 
 

@@ -32,7 +32,7 @@ def smollm2_tool_model(out_dir: str | Path) -> Path:
 
     from transformers import AutoTokenizer
 
-    from hello_agents_rl.models import resolve_model_source
+    from hello_agents_rl.models.sources import resolve_model_source
     from hello_agents_rl.rollouts.template import add_tool_template
 
     source, out = Path(resolve_model_source(str(smollm2_gguf()))), Path(out_dir)

@@ -9,8 +9,8 @@
 """
 
 from hello_agents_rl.rewards.adapter import safe_score, to_trl_reward
-from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rewards.build import Reward, RewardComponent, answer_text, build_reward, with_tool_shaping
+from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rewards.parsing import (
     ANSWER_FORMAT,
     arithmetic_steps,

@@ -9,7 +9,8 @@ mean and std, advantage 0). A completion whose scoring raises or gives no finite
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards.build import Reward, answer_text
@@ -57,7 +58,8 @@ def to_trl_reward(reward: Reward, failure_reward: float | None = None) -> Callab
             scores.append(failure_reward if value is None else value)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and n:  # the doctor watches format correctness beside the reward
-            log_metric("format", sum(follows_format(answer_text(c)) for c in completions) / n)
+            refs = columns.get("task_ref") or [None] * n  # a reasoning-gym row's answer may be text
+            log_metric("format", sum(follows_format(answer_text(c), bool(r)) for c, r in zip(completions, refs)) / n)
             if reward.max_tool_turns is not None:
                 trajectories = [read_trajectory(c) for c in completions]
                 log_metric("tools/call_rate", sum(t.calls > 0 for t in trajectories) / n)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
+from hello_agents_rl.rewards.checkers import CHECKERS
 from hello_agents_rl.rewards.terms import REWARD_NAMES, TERM_OF, TERMS, TOOL_REWARD_KEYS, Term, accuracy_score
 from hello_agents_rl.rollouts.trajectory import read_trajectory
 
@@ -215,16 +217,30 @@ def _check_bound(key: str, components: list[RewardComponent], max_tool_turns: in
           f"most {float(budget):g}")
 
 
+def _checked_by(component: RewardComponent, answer_checker: str) -> RewardComponent:
+    """A built-in term that reads the ground truth, told which checker decides a right answer."""
+    term = TERM_OF.get(component.fn)
+    if term is None or not term.needs_truth or answer_checker == "number":
+        return component
+    return RewardComponent(component.name, component.fn, component.weight,
+                           {**component.params, "answer_checker": answer_checker})
+
+
 def build_reward(
     reward_type: str | Callable[..., float] = "accuracy",
     reward_config: dict | None = None,
     tool_reward: dict[str, Any] | None = None,
     max_tool_turns: int | None = None,
+    answer_checker: str = "number",
 ) -> Reward:
     """Validate a reward config into a :class:`Reward` (raises ConfigError).
 
     `max_tool_turns` makes it a tool run's reward (see `with_tool_shaping`); `tool_reward` needs it.
+    `answer_checker` (rewards/checkers.py) decides right answers for the built-in terms that read the truth.
     """
+    if answer_checker not in CHECKERS:
+        _fail("answer_checker", f"unknown checker {answer_checker!r}{did_you_mean(answer_checker, CHECKERS)}",
+              f"use one of {list(CHECKERS)}")
     config = {} if reward_config is None else reward_config
     if not isinstance(config, dict):
         _fail("reward_config", f"expected a dict, got {type(config).__name__}", "use a mapping or omit it")
@@ -238,7 +254,7 @@ def build_reward(
                   f"use one of {list(REWARD_NAMES)} or a callable")
         comps = _combined(config) if name == "combined" else _shorthand(name, config)
         _check_bound("reward_config", comps)
-        reward = Reward(name, tuple(comps))
+        reward = Reward(name, tuple(_checked_by(c, answer_checker) for c in comps))
     if max_tool_turns is None:
         if tool_reward:
             _fail("tool_reward", "it shapes tool calls and this run has none", "drop it, or give `tools`")

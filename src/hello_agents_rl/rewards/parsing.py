@@ -128,19 +128,23 @@ def same_number(completion: str, ground_truth: object) -> bool:
     return predicted is not None and truth is not None and predicted == truth
 
 
-_FINAL_ANSWER_RE = re.compile(r"final\s*answer\s*\**\s*[:\uff1a]", re.IGNORECASE)
+FINAL_ANSWER_RE = re.compile(r"final\s*answer\s*\**\s*[:\uff1a]", re.IGNORECASE)
 ANSWER_FORMAT = "Final Answer: <number>"  # what every prompt of this project asks the model to end with
 
 
-def follows_format(completion: str) -> bool:
-    """The answer is stated as the prompts ask: a last 'Final Answer:' followed by a number on its line.
+def follows_format(completion: str, text_answer: bool = False) -> bool:
+    """The answer is stated as the prompts ask: a last 'Final Answer:' followed by a number on its line, or,
+    for a task whose answer is text (`text_answer`: a reasoning-gym row), by any answer at all.
 
     GSM8K's '####', '\\boxed{}' or a bare last number still let the reward read an answer, but they are not
     the format asked for: the format rate, the doctor's format-drop rule and the reports use this.
     """
     text = _clean(completion)
-    markers = list(_FINAL_ANSWER_RE.finditer(text))
-    return bool(markers) and _number_after(text[markers[-1].end():]) is not None
+    markers = list(FINAL_ANSWER_RE.finditer(text))
+    if not markers:
+        return False
+    after = text[markers[-1].end():]
+    return bool(after.strip(" \t\n*`")) if text_answer else _number_after(after) is not None
 
 
 # lhs starts at a digit (capped: linear time on degenerate output); the rhs is a lookahead

@@ -10,16 +10,18 @@ read the trajectory's `tool_stats`; the failed-call penalty counts at most `max_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rewards.parsing import count_steps
 
 
-def accuracy_score(completion: str, ground_truth: object, task_ref: str | None = None, **_: Any) -> float:
-    """1 for a right final answer (a reasoning-gym row: its task's own checker), else 0."""
-    return 1.0 if is_correct(completion, ground_truth, task_ref) else 0.0
+def accuracy_score(completion: str, ground_truth: object, task_ref: str | None = None, answer_checker: str = "number",
+                   **_: Any) -> float:
+    """1 for a right final answer (a reasoning-gym row: its task's own checker; else the run's answer_checker)."""
+    return 1.0 if is_correct(completion, ground_truth, task_ref, answer_checker) else 0.0
 
 
 def length_penalty_score(
@@ -32,10 +34,10 @@ def length_penalty_score(
 
 def step_score(
     completion: str, ground_truth: object, step_bonus: float = 0.1, max_steps: int = 5, task_ref: str | None = None,
-    **_: Any,
+    answer_checker: str = "number", **_: Any,
 ) -> float:
     # Gated on correctness: shaping must never make a wrong answer outscore a right one.
-    if not is_correct(completion, ground_truth, task_ref):
+    if not is_correct(completion, ground_truth, task_ref, answer_checker):
         return 0.0
     return step_bonus * min(count_steps(completion), max_steps)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import build_reward, with_tool_shaping
-from hello_agents_rl.rollouts.tools import resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.tool_registry import resolve_environment, resolve_tools
 
 
 def check_agentic(

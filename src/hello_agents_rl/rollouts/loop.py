@@ -10,12 +10,14 @@ trajectory, as in training. A plain question has no tools to call, so it ends af
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
-from hello_agents_rl.rollouts.guard import ToolStats, guard, guarded_environment
-from hello_agents_rl.rollouts.tools import probe_environment, public_methods
+from hello_agents_rl.coupling import borrowed_blocker
+from hello_agents_rl.rollouts.tool_guard import ToolStats, guard, guarded_environment
+from hello_agents_rl.rollouts.tool_registry import probe_environment, public_methods
 from hello_agents_rl.rollouts.trajectory import Trajectory, read_trajectory
 
 
@@ -131,7 +133,9 @@ def generate_turn(
 def _tool_template(tokenizer: Any) -> str | None:
     """The chat template TRL's tool loop renders with (None: the model's own), the response parser added."""
     from trl.chat_template_utils import (
-        add_response_schema, get_training_chat_template, is_chat_template_prefix_preserving,
+        add_response_schema,
+        get_training_chat_template,
+        is_chat_template_prefix_preserving,
     )
 
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
@@ -182,9 +186,12 @@ def _call(tools: dict[str, Callable[..., Any]], call: dict[str, Any]) -> dict[st
 
 def _suffix_ids(tokenizer: Any, chat_template: str | None, kwargs: dict[str, Any], tool_messages: list[dict]
                 ) -> list[int]:
-    """TRL's own tool-result tokens (GRPOTrainer._get_tool_suffix_ids) on a stand-in for the trainer."""
+    """TRL's own tool-result tokens (GRPOTrainer._get_tool_suffix_ids, listed in coupling.py) on a stand-in for the
+    trainer: the tokens training appends, so that evaluation sees the same."""
     from trl import GRPOTrainer
 
+    if blocker := borrowed_blocker():
+        raise RuntimeError(f"evaluating with tools needs TRL's tool-result tokenizer: {blocker} (see coupling.py)")
     shim = SimpleNamespace(processing_class=tokenizer, _tokenizer=tokenizer, chat_template=chat_template,
                            chat_template_kwargs=kwargs, _is_vlm=False)
     return GRPOTrainer._get_tool_suffix_ids(shim, tool_messages)

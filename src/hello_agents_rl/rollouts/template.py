@@ -15,11 +15,25 @@ from typing import Any
 
 from hello_agents_rl.errors import ConfigError
 
-TOOL_CHAT_TEMPLATE = (  # transformers renders with trim_blocks: a newline right after a tag is written as {{ '\n' }}
-    "{% if tools or messages[0]['role'] == 'system' %}<|im_start|>system{{ '\\n' }}"
-    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}{% if tools %}{{ '\\n' }}{% endif %}{% endif %}"
-    "{% if tools %}Tools:{% for tool in tools %} {{ (tool.function or tool).name }}{% endfor %}. "
-    "Call one as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>{% endif %}<|im_end|>{{ '\\n' }}{% endif %}"
+# The system line lists the tools: by name with their parameters, "Tools: calculator(expression).", since a model
+# cannot guess an argument's name (SmolLM2 wrote `args`, and its calls failed); the tiny model's by name alone, the
+# line its demos' seeds were measured with (a 1M-parameter model learns the copy from scratch).
+TOOLS_WITH_PARAMETERS = ("{% if tools %}Tools:{% for tool in tools %}{% set f = tool.function or tool %} {{ f.name }}("
+                         "{{ ((f.parameters or {}).properties or {}) | join(', ') }}){% endfor %}. ")
+TOOLS_BY_NAME = "{% if tools %}Tools:{% for tool in tools %} {{ (tool.function or tool).name }}{% endfor %}. "
+
+
+def tool_chat_template(tools_line: str = TOOLS_WITH_PARAMETERS) -> str:
+    """ChatML with tool calls; `tools_line` renders the tools into the system message."""
+    return (  # transformers renders with trim_blocks: a newline right after a tag is written as {{ '\n' }}
+        "{% if tools or messages[0]['role'] == 'system' %}<|im_start|>system{{ '\\n' }}"
+        "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}{% if tools %}{{ '\\n' }}{% endif %}"
+        "{% endif %}" + tools_line +
+        "Call one as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>{% endif %}<|im_end|>{{ '\\n' }}"
+        "{% endif %}" + _MESSAGES)
+
+
+_MESSAGES = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}<|im_start|>assistant{{ '\\n' }}{% generation %}"
     "{{ message['content'] or '' }}"
@@ -33,6 +47,8 @@ TOOL_CHAT_TEMPLATE = (  # transformers renders with trim_blocks: a newline right
     "<|im_start|>{{ message['role'] }}{{ '\\n' }}{{ message['content'] }}<|im_end|>{{ '\\n' }}{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}{% endif %}"
 )
+TOOL_CHAT_TEMPLATE = tool_chat_template()  # what add_tool_template gives a ChatML model (SmolLM2)
+TINY_TOOL_CHAT_TEMPLATE = tool_chat_template(TOOLS_BY_NAME)  # the tiny tool model's
 
 # What TRL's parser reads back: the same shape as its own Qwen3 response template (no <think>).
 TOOL_RESPONSE_TEMPLATE: dict[str, Any] = {

@@ -1,9 +1,16 @@
-"""The trajectory: what a rollout produced. A plain completion is a one-turn trajectory; a tool-using one is TRL's
-list of messages (assistant turns with `tool_calls`, and the `tool` results TRL appended).
+"""The trajectory and the trajectory group: the rollout contract training and evaluation share.
+
+A trajectory is what one rollout produced. A plain completion is a one-turn trajectory; a tool-using one is TRL's
+list of messages (assistant turns with `tool_calls`, and the `tool` results TRL appended). A group is one prompt's
+G trajectories with their rewards: what GRPO compares within. Training reads TRL's flat batch of B*G completions
+as B groups (`split_groups`, the order TRL generates them in); evaluation samples one group per question.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,7 +47,63 @@ def read_trajectory(completion: Any) -> Trajectory:
     return Trajectory(
         final_text=final_text,
         calls=calls,
-        failed_calls=sum(_is_error(messages[i].get("content")) for i in tool_results),
+        # `failed`: set where the tool's own status said so (an agent's tool message, rollouts/agent_spec.py)
+        failed_calls=sum(bool(messages[i].get("failed", _is_error(messages[i].get("content")))) for i in tool_results),
         malformed_calls=sum(str(m.get("content") or "").count(TOOL_CALL_OPEN) for m in assistant),
         turns_exhausted=bool(assistant) and bool(assistant[-1].get("tool_calls")),
     )
+
+
+def advantages(rewards: Sequence[float | None], scale: bool = False) -> list[float]:
+    """One group's [G] rewards -> [G] advantages: r - mean, / (std + 1e-4) if scale (TRL's formula).
+
+    std is the sample standard deviation (torch.std in TRL); 0 for a group of one. A None reward (the reward failed)
+    is left out of the mean and std and gets advantage 0, as in TRL.
+    """
+    scored = [float(r) for r in rewards if r is not None]
+    mean = statistics.fmean(scored) if scored else 0.0
+    std = statistics.stdev(scored) if len(scored) > 1 else 0.0
+    return [0.0 if r is None else (r - mean) / (std + 1e-4) if scale else r - mean for r in rewards]
+
+
+@dataclass(frozen=True)
+class TrajectoryGroup:
+    """One prompt's G trajectories and their G rewards (None: the reward failed for that one)."""
+
+    trajectories: tuple[Trajectory, ...]  # [G]
+    rewards: tuple[float | None, ...]  # [G], in the trajectories' order
+
+    def __post_init__(self) -> None:
+        if len(self.trajectories) != len(self.rewards) or not self.rewards:
+            raise ValueError(f"a group needs one reward per trajectory: {len(self.trajectories)} trajectories, "
+                             f"{len(self.rewards)} rewards")
+
+    @property
+    def size(self) -> int:
+        return len(self.rewards)
+
+    def advantages(self, scale: bool = False) -> list[float]:
+        return advantages(self.rewards, scale)
+
+    @property
+    def varied(self) -> bool:
+        """Whether GRPO learns anything from the group: its scored rewards differ (TRL's zero-std test:
+        torch.isclose(std, 0)); fewer than two scored rewards do not."""
+        scored = [float(r) for r in self.rewards if r is not None and math.isfinite(r)]
+        return len(scored) > 1 and abs(statistics.stdev(scored)) > 1e-8
+
+    @property
+    def passed(self) -> int:
+        """How many trajectories scored a positive reward (evaluation scores 1.0 right, 0.0 wrong)."""
+        return sum(r is not None and r > 0 for r in self.rewards)
+
+
+def split_groups(completions: Sequence[Any], rewards: Sequence[float | None], group_size: int
+                 ) -> list[TrajectoryGroup]:
+    """TRL's flat batch, [B*G] completions (plain text or messages) and rewards, as B groups of G."""
+    if group_size < 1 or len(rewards) % group_size or len(completions) != len(rewards):
+        raise ValueError(f"{len(completions)} completions and {len(rewards)} rewards do not split into groups of "
+                         f"{group_size}")
+    trajectories = [read_trajectory(c) for c in completions]
+    return [TrajectoryGroup(tuple(trajectories[i:i + group_size]), tuple(rewards[i:i + group_size]))
+            for i in range(0, len(rewards), group_size)]

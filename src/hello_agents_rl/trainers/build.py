@@ -6,13 +6,29 @@ TRL's trainer with leaner rollouts and forwards (docs/performance.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from datasets import Dataset
 
 from hello_agents_rl.config import TrainConfig
+from hello_agents_rl.trainers.agent_run import trainer_class as agent_trainer_class
 from hello_agents_rl.trainers.args import lora_for, trl_args
+from hello_agents_rl.trainers.tool_run import trainer_kwargs, uses_tools, with_tool_column
+
+
+def training_arguments(cfg: TrainConfig, device: str = "cpu", bf16: bool = False) -> Any:
+    """trl.GRPOConfig or trl.SFTConfig. Built before the model loads: creating them sets up the process group and
+    DeepSpeed's config, which transformers reads while loading (ZeRO-3's partitioned init, FSDP's rank-0 loading)."""
+    from trl import GRPOConfig, SFTConfig
+
+    return (GRPOConfig if cfg.algorithm == "grpo" else SFTConfig)(**trl_args(cfg, device, bf16))
+
+
+def grpo_columns(rows: Dataset) -> list[str]:
+    """What GRPO's reward reads from a row: its ground truth, and a reasoning-gym row's task_ref (its own checker)."""
+    return ["prompt", "ground_truth"] + [c for c in ("task_ref",) if c in rows.column_names]
 
 
 def build_trainer(
@@ -25,29 +41,36 @@ def build_trainer(
     callbacks: list[Any],
     device: str,
     bf16: bool,
+    args: Any = None,
+    spec: Any = None,
 ) -> Any:
-    from hello_agents_rl.trainers.fast import fast_grpo_trainer_class, use_fast_dropout
+    """`args`: training_arguments(cfg, device, bf16), built before the model loaded (None: built here); `spec`:
+    the hello-agents agent being trained (trainers/agent_run.py), if any."""
+    from hello_agents_rl.trainers import fast
 
+    args = args if args is not None else training_arguments(cfg, device, bf16)
     if cfg.algorithm == "grpo":
-        from trl import GRPOConfig
-
-        keep = ["prompt", "ground_truth"]  # the reward reads ground_truth; nothing else is needed
-        trainer_class, args = fast_grpo_trainer_class(), GRPOConfig(**trl_args(cfg, device, bf16))
+        keep = grpo_columns(train_data)
+        trainer_class = fast.FastGRPOTrainer
         extra = {"reward_funcs": [reward_fn]}  # already adapted: see rewards.to_trl_reward
-        if cfg.tools or cfg.environment is not None:  # TRL's multi-turn tool loop, guarded tools (agentic/)
-            from hello_agents_rl.trainers.tools import trainer_kwargs
+        if cfg.dynamic_sampling != "off":  # groups with equal rewards left out (trainers/dynamic_sampling.py)
+            from hello_agents_rl.trainers.dynamic_sampling import dynamic_sampling_class
 
-            extra |= trainer_kwargs(cfg)
+            trainer_class = dynamic_sampling_class(trainer_class)
+            extra |= {"dynamic_sampling": cfg.dynamic_sampling, "dynamic_sampling_rounds": cfg.dynamic_sampling_rounds}
+        if uses_tools(cfg):  # TRL's multi-turn tool loop, guarded tools (agentic/)
+            extra |= trainer_kwargs(cfg, spec)
+        if spec is not None:  # a ReActAgent's Finish ends the rollout
+            trainer_class = agent_trainer_class(trainer_class, spec)
     else:
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTTrainer
 
         keep = ["prompt", "completion"]  # loss on the completion only
-        if cfg.tools:  # prompts list the tools as GRPO's do; transcripts' tool results get no loss
-            from hello_agents_rl.trainers.tools import with_tool_column
-
+        if uses_tools(cfg):  # prompts list the tools as GRPO's do; transcripts' tool results get no loss
             keep.append("tools")
-            train_data, eval_data = (with_tool_column(d, cfg) if d is not None else None for d in (train_data, eval_data))
-        trainer_class, args, extra = SFTTrainer, SFTConfig(**trl_args(cfg, device, bf16)), {}
+            train_data, eval_data = (with_tool_column(d, cfg, spec) if d is not None else None
+                                     for d in (train_data, eval_data))
+        trainer_class, extra = SFTTrainer, {}
     trainer = trainer_class(
         model=model,
         args=args,
@@ -59,7 +82,7 @@ def build_trainer(
         **extra,
     )
     if cfg.algorithm == "sft":
-        use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
+        fast.use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
     keep_user_readme(trainer)
     return trainer
 

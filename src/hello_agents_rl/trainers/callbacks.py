@@ -15,7 +15,10 @@ from transformers.trainer_callback import ProgressCallback, has_length
 from hello_agents_rl.trainers.doctor import Doctor
 
 LINE_FIELDS = (("reward", "Reward", ".2f"), ("kl", "KL", ".3f"), ("loss", "Loss", ".3f"),
-               ("tools/call_rate", "Tools", ".2f"))  # tool runs: share of rollouts that called a tool
+               ("tools/call_rate", "Tools", ".2f"),  # tool runs: share of rollouts that called a tool
+               # dynamic_sampling: share of groups with equal rewards, groups the step trained on
+               ("dynamic_sampling/zero_variance_fraction", "Zero-variance", ".2f"),
+               ("dynamic_sampling/groups_trained", "Groups", ".1f"))
 
 
 def format_line(epoch: float, num_epochs: int, step: int, max_steps: int, logs: dict[str, Any]) -> str:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from hello_agents_rl.config import Thresholds
 from hello_agents_rl.config.train import DEFAULT_LEARNING_RATES
-from hello_agents_rl.rollouts.guard import MAX_HUNG_CALLS, ToolStats
+from hello_agents_rl.rollouts.tool_guard import MAX_HUNG_CALLS, ToolStats
 
 
 @dataclass
@@ -27,6 +27,7 @@ class Doctor:
     thresholds: Thresholds = field(default_factory=Thresholds)
     tools: ToolStats | None = None  # a tool run's guard counts, read at every log
     use_lora: bool = False  # LoRA's learning rates sit ~10x above full fine-tuning's: the advice says which
+    dynamic_sampling: str = "off"  # the remedy for groups with equal rewards depends on it
     findings: list[str] = field(default_factory=list)
     _streaks: dict[str, int] = field(default_factory=dict)
     _active: set[str] = field(default_factory=set)
@@ -42,6 +43,12 @@ class Doctor:
             return ""
         return (f"; with LoRA, GRPO learns near {lora:g}, ~10x full fine-tuning's rates "
                 "(measured on SmolLM2: docs/real_model.md)")
+
+    def _sampling_hint(self) -> str:
+        if self.dynamic_sampling == "resample":
+            return ", or raise dynamic_sampling_rounds (resample found too few prompts whose groups differ)"
+        return (", or set dynamic_sampling: resample (each step refills its batch with prompts whose groups differ; "
+                "skip only leaves such groups out of the compute)")
 
     @property
     def active(self) -> frozenset[str]:
@@ -82,7 +89,7 @@ class Doctor:
             ("zero_variance", logs.get("frac_reward_zero_std", 0.0) >= 1.0, t.patience,
              lambda: f"every group had identical rewards for {t.patience} logs (reward {reward}): no learning "
                      "signal; the task is too hard or too easy for the model, or the reward is broken "
-                     "(check it with action create_reward), or raise temperature/num_generations"),
+                     f"(check it with action create_reward), or raise temperature/num_generations{self._sampling_hint()}"),
             ("reward_flat", self._flat(), 1,
              lambda: f"reward flat at {reward:.3g} over {t.flat_window} logs: {flat_remedy}, "
                      "check the reward function, or improve the SFT model"),

@@ -13,8 +13,15 @@ from urllib.parse import urlparse
 from hello_agents_rl.config import TrainConfig
 from hello_agents_rl.data.formatting import render_prompt
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.trainers.fast import switches
 
 WANDB_DEFAULT_URL = "https://api.wandb.ai"
+
+
+def check_fast_switches() -> None:
+    """A misspelt $HELLO_AGENTS_FAST_OFF is refused now, not deep in trainer building after the model has loaded."""
+    if problem := switches.problem():
+        raise ConfigError(f"`{switches.OFF_SWITCH}` (environment): {problem}")
 
 
 def check_vllm_device(cfg: TrainConfig) -> None:
@@ -40,12 +47,28 @@ def check_schedule(cfg: TrainConfig, num_rows: int, world_size: int = 1) -> None
             f"has {num_rows}: the run would do 0 steps. Lower batch_size (or gradient_accumulation_steps / "
             "steps_per_generation), or give more data"
         )
+    if cfg.dynamic_sampling != "off" and world_size > 1:
+        raise ConfigError(
+            f"`dynamic_sampling`: runs in one process (a group's completions may sit on several of the "
+            f"{world_size}, and each would leave out different rows). Fix: dynamic_sampling: off, or one process"
+        )
     batches = (num_rows // per_round) * cfg.effective_steps_per_generation
     if batches < cfg.gradient_accumulation_steps:
         raise ConfigError(
             f"`gradient_accumulation_steps`: {cfg.gradient_accumulation_steps} micro-batches per step, but an epoch "
             f"of {num_rows} prompts has only {batches}: the run would do 0 steps. Lower it, or give more data"
         )
+
+
+def check_sft_targets(cfg: TrainConfig, rows: Any) -> None:
+    """SFT imitates each row's reference answer: a task whose checker verifies any valid solution has none."""
+    if cfg.algorithm != "sft" or "completion" not in rows.column_names:
+        return
+    missing = sum(not completion for completion in rows["completion"])
+    if missing:
+        raise ConfigError(f"`algorithm`: {missing} of {len(rows)} rows of {cfg.dataset} have no reference answer "
+                          "(the task's checker verifies any valid solution), so SFT has nothing to imitate; train "
+                          "it with algorithm: grpo")
 
 
 def check_sft_lengths(cfg: TrainConfig, tokenizer: Any, rows: Any) -> None:

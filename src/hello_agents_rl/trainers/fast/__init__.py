@@ -3,7 +3,7 @@
 `FastGRPOTrainer` is TRL's GRPOTrainer -- prompts, rewards, group advantages, the reference model and
 KL, the clipped importance-ratio loss, logging -- with four replacements, each exact or documented:
 
-1. Rollouts: `sample()` (rollouts/sampling/) instead of `model.generate`. For small and mid-sized models
+1. Rollouts: `sample()` (trainers/fast/sampling/) instead of `model.generate`. For small and mid-sized models
    generate is mostly per-token Python overhead (mask building, cache objects, logits processors, PEFT's LoRA
    wrappers). `FastDecoder` is a functional view of a Llama-family decoder: LoRA merged into the weights once
    per rollout, q/k/v and gate/up fused into one matmul each, q/k norm and RoPE applied to all heads at once,
@@ -33,10 +33,24 @@ so does everything when the installed TRL/transformers/PEFT are not the versions
 TRL method we override or an attribute we read is gone (coupling.py). Each fallback is warned once and recorded
 with its reason in `trainer.fast_path` (the run's results.json). `HELLO_AGENTS_FAST=0` turns all of it off.
 Big batches compute the loss in chunks of whole groups (chunked_loss.py): the same loss and gradients.
-Each optimisation added for issue 22 has its own switch (hello_agents_rl/speedups.py, $HELLO_AGENTS_FAST_OFF).
+Each optimisation has its own switch (switches.py, $HELLO_AGENTS_FAST_OFF). Where each part applies is decided
+in gate.py; the trainer calls the engine through one door (engine.py: sample, score, TrainForward).
 """
 
-from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
-from hello_agents_rl.trainers.fast.trainer import fast_grpo_trainer_class
+from typing import Any
 
-__all__ = ["fast_grpo_trainer_class", "use_fast_dropout"]
+__all__ = ["FastGRPOTrainer", "use_fast_dropout"]
+
+
+def __getattr__(name: str) -> Any:
+    """FastGRPOTrainer and use_fast_dropout on first use: importing a part of the fast path (its switches, its
+    kernels) does not import TRL."""
+    if name == "FastGRPOTrainer":
+        from hello_agents_rl.trainers.fast.trainer import FastGRPOTrainer
+
+        return FastGRPOTrainer
+    if name == "use_fast_dropout":
+        from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
+
+        return use_fast_dropout
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -66,6 +66,8 @@ def chunk_blocker(trainer: Any, model: Any, inputs: dict[str, Any]) -> str | Non
         return "no backward (evaluation)"
     if LOSS_SPLIT.get(trainer.loss_type) is None:
         return f"loss_type {trainer.loss_type}"
+    if trainer.importance_sampling_level != "token":  # its logged ratios are means over completions, not tokens
+        return f"importance_sampling_level {trainer.importance_sampling_level}"
     if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled or trainer.accelerator.unwrap_model(model) is not model:
         return "DeepSpeed/FSDP/DDP"
     if trainer.aux_loss_enabled or trainer.top_entropy_quantile < 1.0:  # attributes checked in coupling.py

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from hello_agents_rl import speedups
+from hello_agents_rl.trainers.fast import switches
 from hello_agents_rl.trainers.fast.verified import enabled, version_blocker
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,11 @@ class FastDropout(torch.nn.Module):
 
     def keep_mask(self, x: torch.Tensor) -> torch.Tensor:
         """The mask forward() applies, 1 (or True) where kept, for callers that fold `scale` in elsewhere: int16
-        0/1, which multiplies a float tensor vectorised (speedups `integer_dropout_mask`), else bool."""
+        0/1, which multiplies a float tensor vectorised (switch `integer_dropout_mask`), else bool."""
         n = x.numel()
         words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
         lanes = words.view(torch.int16)[:n].view(x.shape) & (2**self.BITS - 1)
-        if speedups.on("integer_dropout_mask"):  # lanes - (threshold - 1) > 0 exactly where lanes >= threshold
+        if switches.on("integer_dropout_mask"):  # lanes - (threshold - 1) > 0 exactly where lanes >= threshold
             return (lanes - (self.threshold - 1)).clamp_(0, 1)
         return lanes >= self.threshold
 

@@ -15,8 +15,6 @@ from typing import Any
 
 import torch
 
-from hello_agents_rl import speedups
-
 VOCAB_TILE = 2048  # columns per product: each writes a [~500, 2048] fp32 tile of the buffer
 ROW_TILE = 32  # rows per softmax pass: a [32, vocab] fp32 tile (6 MB at a 49k vocabulary) stays in cache
 MAX_KEPT_BYTES = 1 << 30  # above this many bytes of probabilities, callers use TRL's recomputing head instead
@@ -59,13 +57,8 @@ class KeptProbsLogProb(torch.autograd.Function):
             if temperature != 1.0:
                 tile.div_(temperature)
         target = logits.gather(1, labels[:, None]).squeeze(1)
-        if speedups.on("lm_head_row_tiles"):
-            log_z, entropy = _softmax_in_place(logits)
-            probs = logits
-        else:
-            log_z = torch.logsumexp(logits, dim=-1)  # [N]
-            probs = (logits - log_z[:, None]).exp_()
-            entropy = log_z - torch.linalg.vecdot(probs, logits)  # log Z - sum_j p_j z_j
+        log_z, entropy = _softmax_in_place(logits)
+        probs = logits
         del logits
         ctx.save_for_backward(hidden, weight, labels, probs, entropy)
         ctx.temperature = temperature

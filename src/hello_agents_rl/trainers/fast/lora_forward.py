@@ -11,7 +11,7 @@ its keys and values in the autograd graph, the completions scored against them -
   pass first), so the same seed draws the same masks as the module path;
 * the LM head through lm_head.py's kept-probabilities head, on the scored positions only.
 
-Values and gradients equal the module path's up to float rounding (tests/test_speedups.py). Anything else --
+Values and gradients equal the module path's up to float rounding (tests/test_fast_switches.py). Anything else --
 several adapters, LoRA on the LM head, a trainable base weight, attention dropout, another device -- raises
 Unsupported and the caller uses shared_prefix_logps.
 """
@@ -24,11 +24,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hello_agents_rl.rollouts.sampling.decoder import (FastDecoder, LinearView, Unsupported, apply_rope, base_model,
-                                                      fused_bias, rms_norm)
-from hello_agents_rl.rollouts.sampling.frozen_gemm import FrozenLinear
 from hello_agents_rl.trainers.fast import lm_head
 from hello_agents_rl.trainers.fast.dropout import FastDropout
+from hello_agents_rl.trainers.fast.sampling.decoder import (
+    FastDecoder,
+    LinearView,
+    Unsupported,
+    apply_rope,
+    base_model,
+    fused_bias,
+    rms_norm,
+)
+from hello_agents_rl.trainers.fast.sampling.frozen_gemm import FrozenLinear
 
 TRAIN_ROWS = 512  # a training pass's rows (tokens) per product: the hint frozen weights are packed for
 
@@ -53,7 +60,7 @@ class _Projection:
     frozen: FrozenLinear | None = None  # the frozen product on this CPU's packed kernel, where it has one
 
     @classmethod
-    def of(cls, parts: list[LinearView]) -> "_Projection":
+    def of(cls, parts: list[LinearView]) -> _Projection:
         for part in parts:
             if part.weight.requires_grad or (part.bias is not None and part.bias.requires_grad):
                 raise Unsupported("a trainable base weight (full fine-tuning)")

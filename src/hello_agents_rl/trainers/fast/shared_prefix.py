@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from hello_agents_rl.rollouts.sampling.decoder import architecture_blocker, base_model
+from hello_agents_rl.compat import model_is_checkpointing
+from hello_agents_rl.trainers.fast.sampling.decoder import architecture_blocker, base_model
 from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, enabled
 
 
@@ -27,7 +28,7 @@ def shared_prefix_blocker(model: Any, compute_aux_loss: bool = False, extra: dic
     blocker = architecture_blocker(getattr(base, "config", None))
     if blocker:
         return blocker
-    if getattr(base, "is_activation_checkpointing", False):
+    if model_is_checkpointing(base):
         return "gradient checkpointing"
     return None
 

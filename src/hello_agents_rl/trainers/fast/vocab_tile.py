@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from hello_agents_rl import speedups
-from hello_agents_rl.trainers.fast.coupling import LM_HEAD_TILE
+from hello_agents_rl.coupling import LM_HEAD_TILE
+from hello_agents_rl.trainers.fast import switches
 
 CPU_VOCAB_TILE = 2048
 
@@ -21,7 +21,7 @@ CPU_VOCAB_TILE = 2048
 @contextmanager
 def cpu_vocab_tile(device_type: str) -> Iterator[None]:
     """TRL's fused LM head with the CPU tile for the calls inside (restored after, also on error)."""
-    if device_type != "cpu" or not speedups.on("vocab_tile"):
+    if device_type != "cpu" or not switches.on("vocab_tile"):
         yield
         return
     import importlib

@@ -1,0 +1,150 @@
+"""A leaf: every private TRL/transformers name the package uses, in one place, checked before it is relied on.
+
+Private names change without a deprecation: an override TRL no longer calls would silently never run, an attribute
+read through a default would silently stop meaning what TRL means. So the fast trainer checks these before its
+first step (versions and methods before TRL's `__init__`, attributes right after it) and, on any miss, runs TRL's
+own code for the whole run with the missing name in `fast_path`'s fallbacks and a warning; the evaluation rollout
+loop checks the method it borrows before calling it; dynamic sampling refuses to start without what it hooks. tests/test_fast_coupling.py checks that no other private name
+of TRL or transformers is used anywhere in the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+# TRL GRPOTrainer methods FastGRPOTrainer overrides, with the leading parameters its overrides pass on to them
+# (compute_loss is public, but the chunked loss calls it per chunk with these parameters).
+OVERRIDDEN_METHODS = {
+    "_generate_single_turn": (
+        "self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images",
+    ),
+    "_get_per_token_logps_and_entropies": (
+        "self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
+        "compute_aux_loss",
+    ),
+    "compute_loss": ("self", "model", "inputs", "return_outputs", "num_items_in_batch"),
+}
+# A TRL method the evaluation rollout loop (rollouts/loop.py) calls on a stand-in for the trainer, to tokenize tool
+# results exactly as training does, with its leading parameters; the stand-in's attributes are BORROWED_READS.
+BORROWED_METHOD = ("trl", "GRPOTrainer", "_get_tool_suffix_ids", ("self", "tool_messages"))
+BORROWED_READS = ("processing_class", "_tokenizer", "chat_template", "chat_template_kwargs", "_is_vlm")
+# hello-agents 1.0.x agents' private names that training reads (rollouts/agent_spec.py), to send what the agent
+# itself sends; agent_spec.AGENT_NEEDS says which an agent must have, checked for each agent before anything loads.
+HELLO_AGENTS_READS = {
+    "_build_messages": "the messages it sends (system prompt, then the question)",
+    "_build_tool_schemas": "the tool schemas it sends",
+    "_execute_tool_call": "1.0.0: a tool call's tool message",
+    "_aexecute_tool_call": "1.0.1: a tool call's tool message (awaited by its runtime)",
+    "_handle_builtin_tool": "ReActAgent's Thought and Finish",
+    "_builtin_tools": "which of its tools are built in (where present)",
+    "_history": "an agent that already ran (where present): training renders fresh runs",
+}
+# Private transformers methods the fast path's sampler calls to merge generation configs as generate() does
+# (trainers/fast/sampling/settings.py): (module, class, method).
+CALLED_METHODS = (
+    ("transformers", "GenerationMixin", "_prepare_generation_config"),
+    ("transformers", "GenerationConfig", "_get_default_generation_params"),
+)
+# Module-level TRL settings the fast trainer sets for the length of its own calls: (module, name) -> what for.
+LM_HEAD_TILE = ("trl.trainer.utils", "_CHUNKED_LOGPROB_CHUNK_SIZE")
+MODULE_SETTINGS = {LM_HEAD_TILE: "the fused LM head's vocabulary tile (vocab_tile.py)"}
+# Attributes TRL's (and transformers') Trainer __init__ sets that the fast trainer reads, and what reads them.
+ATTRIBUTES_READ = {
+    "use_vllm": "sampler: vLLM generates instead",
+    "use_transformers_continuous_batching": "sampler: continuous batching generates instead",
+    "_is_vlm": "sampler: vision-language models keep generate",
+    "generation_config": "sampler: what generate() would sample with (set unless use_vllm)",
+    "max_completion_length": "sampler: max_new_tokens",
+    "eos_token_ids": "sampler: where completions end",
+    "_tokenizer": "sampler: the pad token",
+    "temperature": "scorer: log-probs of the temperature-scaled policy",
+    "loss_type": "loss chunks: how the loss splits over chunks",
+    "importance_sampling_level": "loss chunks: sequence-level metrics keep the whole batch",
+    "aux_loss_enabled": "loss chunks: an MoE aux loss keeps the whole batch",
+    "top_entropy_quantile": "loss chunks: entropy masking keeps the whole batch",
+    "_entropy_bonus_enabled": "loss chunks: an entropy bonus keeps the whole batch",
+    "_metrics": "loss chunks: one logged value per batch, not per chunk",
+    "accelerator": "every part: unwrap, autocast, backward",
+    "is_deepspeed_enabled": "every part: DeepSpeed keeps TRL's code",
+    "is_fsdp_enabled": "every part: FSDP keeps TRL's code",
+}
+# Attributes only set in some configurations: name -> the attribute that says it is not needed.
+NOT_NEEDED_WHEN = {"generation_config": "use_vllm"}
+# The chunked loss backpropagates each chunk itself and hands the Trainer a detached total: that is TRL's
+# gradient only if the loss TRL returns is already divided by the gradient accumulation steps, which
+# transformers' Trainer.training_step takes from this class attribute (True: used as is).
+GA_SCALING_FLAG = "loss_is_scaled_for_ga"
+
+
+def class_blocker(trl_trainer_class: type) -> str | None:
+    """Why the fast trainer must not override TRL's methods here (None: each is there, with its parameters)."""
+    problem = methods_blocker(trl_trainer_class, OVERRIDDEN_METHODS)
+    if problem:
+        return problem
+    for module, owner, name in CALLED_METHODS:
+        if not callable(getattr(getattr(importlib.import_module(module), owner, None), name, None)):
+            return f"{module} has no {owner}.{name} any more (the sampler merges generation configs with it)"
+    for (module, name), use in MODULE_SETTINGS.items():
+        if not isinstance(getattr(importlib.import_module(module), name, None), int):
+            return f"{module} has no integer {name} any more ({use})"
+    return None
+
+
+def borrowed_blocker() -> str | None:
+    """Why the rollout loop cannot borrow TRL's tool-suffix tokenizer (None: it is there, with its parameters)."""
+    module, owner, name, expected = BORROWED_METHOD
+    method = getattr(getattr(importlib.import_module(module), owner, None), name, None)
+    if method is None:
+        return f"{module} has no {owner}.{name} any more"
+    if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
+        return f"{module} changed the signature of {owner}.{name}"
+    return None
+
+
+def instance_blocker(trainer: Any, trl_trainer_class: type) -> str | None:
+    """Why, after TRL's __init__, the fast trainer must leave this trainer to TRL (None: all it reads is there)."""
+    cls = trl_trainer_class.__name__
+    for name, reader in ATTRIBUTES_READ.items():
+        skip_if = NOT_NEEDED_WHEN.get(name)
+        if skip_if and getattr(trainer, skip_if, False):
+            continue
+        if not hasattr(trainer, name):
+            return f"{cls} has no attribute {name} after __init__ (read by the {reader.split(':')[0]}; renamed?)"
+    scaled = getattr(trainer, GA_SCALING_FLAG, None)
+    if scaled is not True:
+        return (f"{cls}.{GA_SCALING_FLAG} is {scaled!r}, not True: the chunked loss relies on TRL's loss being "
+                "scaled for gradient accumulation already")
+    return None
+
+
+# What dynamic sampling (trainers/dynamic_sampling.py) relies on in TRL's GRPOTrainer: the methods it overrides or
+# calls, with their leading parameters, and that `_generate_and_score_completions` calls `_generate(prompts)` once
+# (returning completion ids at [1] and completions at [3]), then the no-grad forwards, then `_calculate_rewards`
+# with the same `prompts` and `completions` objects. A run checks that each round went so (dynamic_sampling.py).
+DYNAMIC_SAMPLING_METHODS = {
+    "_generate_and_score_completions": ("self", "inputs"),
+    "_generate": ("self", "prompts"),
+    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    **{name: OVERRIDDEN_METHODS[name] for name in ("_get_per_token_logps_and_entropies", "compute_loss")},
+}
+# Attributes it reads after TRL's __init__: reward weights and group size (which groups vary), the metrics it
+# logs to, the pad token (joining refill rounds), the data and step (drawing refill prompts).
+DYNAMIC_SAMPLING_ATTRIBUTES = ("reward_weights", "num_generations", "_metrics", "_tokenizer", "train_dataset", "state")
+
+
+def methods_blocker(trl_trainer_class: type, methods: dict[str, tuple[str, ...]]) -> str | None:
+    """Which of `methods` (name -> leading parameters) this TRL class lacks or changed (None: all as expected)."""
+    for name, expected in methods.items():
+        method = getattr(trl_trainer_class, name, None)
+        if method is None:
+            return f"TRL has no {trl_trainer_class.__name__}.{name} any more (our override would never run)"
+        if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
+            return f"TRL changed the signature of {trl_trainer_class.__name__}.{name}"
+    return None
+
+
+def dynamic_sampling_blocker(trl_trainer_class: type) -> str | None:
+    """Why dynamic sampling cannot hook this TRL (None: every method is there, with its parameters)."""
+    return methods_blocker(trl_trainer_class, DYNAMIC_SAMPLING_METHODS)

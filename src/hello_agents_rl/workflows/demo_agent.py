@@ -1,0 +1,230 @@
+"""`hello-agents-rl demo --task agent`: the reader's own hello-agents agent, trained with GRPO, then run for real.
+
+The agent is a hello-agents `SimpleAgent` with one tool written with hello-agents' own API (a `Tool` subclass
+whose `run` returns a `ToolResponse`): the exact calculator. The task, "What is A * B?" (A three digits, B two),
+needs the tool. SFT imitates a demonstrator that calls the calculator on `tool_rate` of the questions and otherwise
+answers from a flawed estimate, its transcripts rendered as the agent renders them (its system prompt, its tool
+schema, the tool messages its own code makes); GRPO then trains the agent itself (`"agent": agent`). Both models
+are scored by the real loop on held-out questions: `hello-agents-rl serve` of each model, and `agent.run(question)`
+through `HelloAgentsLLM` against it, one fresh agent per question. Offline: the tiny model by default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from hello_agents_rl.data.multiplication import make_dataset
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.evaluation.stats import paired_gain
+from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
+from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.rewards.correctness import is_correct
+from hello_agents_rl.rollouts.agent_spec import agent_spec
+from hello_agents_rl.rollouts.tool_registry import calculator
+from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
+from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
+from hello_agents_rl.workflows.demo_tool_use import Recipe
+from hello_agents_rl.workflows.serve import running, served_model_id
+
+INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on Python 3.10+, 1.0.1 on 3.12+
+SYSTEM_PROMPT = "Multiply with the calculator. End with 'Final Answer: <number>'."
+# the agent keeps only its calculator: hello-agents 1.0.0's default Config adds four more tools and writes files
+AGENT_EXTRAS_OFF = ("trace_enabled", "skills_enabled", "subagent_enabled", "todowrite_enabled", "devlog_enabled",
+                    "session_enabled")
+
+
+# The tool demo's recipe (workflows/demo_tool_use.py), trained on the agent; measured with
+# benchmarks/demo_agent_seeds.py. The agent's own tool-turn limit replaces the recipe's max_tool_turns.
+FULL = TOOLS_FULL
+QUICK = replace(FULL, grpo_steps=20, eval_questions=60)  # CI: tests/test_demo_agent.py
+SMOLLM2 = replace(TOOLS_SMOLLM2, eval_questions=100)
+RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2,
+           ("smollm2", True): replace(SMOLLM2, eval_questions=40)}
+
+
+def hello_agents() -> Any:
+    """The installed hello-agents package, or a ConfigError saying how to install it."""
+    try:
+        import hello_agents
+        from hello_agents import SimpleAgent  # noqa: F401 - the stand-in of book_import.py has no agents
+    except ImportError:
+        raise ConfigError(f"`task`: the agent demo runs a hello-agents agent, and hello-agents is not installed. "
+                          f"Fix: {INSTALL}") from None
+    return hello_agents
+
+
+def calculator_tool() -> Any:
+    """The calculator as a hello-agents Tool, written with its own API; `calls` records what it computed."""
+    from hello_agents.tools import Tool, ToolErrorCode, ToolParameter, ToolResponse
+
+    class Calculator(Tool):
+        def __init__(self) -> None:
+            super().__init__(name="calculator", description="Evaluate an arithmetic expression exactly.")
+            self.calls: list[tuple[str, str]] = []
+
+        def get_parameters(self) -> list[Any]:
+            return [ToolParameter(name="expression", type="string",
+                                  description='The arithmetic expression, for example "347 * 56".')]
+
+        def run(self, parameters: dict[str, Any]) -> Any:
+            expression = str(parameters.get("expression", ""))
+            try:
+                result = calculator(expression)
+            except ValueError as error:
+                self.calls.append((expression, f"error: {error}"))
+                return ToolResponse.error(code=ToolErrorCode.INVALID_PARAM, message=str(error))
+            self.calls.append((expression, result))
+            return ToolResponse.success(text=result)
+
+    return Calculator()
+
+
+def make_agent(folder: Path, base_url: str = "http://127.0.0.1:9/v1", model: str = "served",
+               max_tokens: int | None = None, tool: Any = None) -> Any:
+    """The demo's agent: a SimpleAgent with the calculator and a short system prompt (the tiny model's context is
+    small), greedy. Its LLM is only called by agent.run; training reads the agent and never calls it."""
+    from hello_agents import HelloAgentsLLM, SimpleAgent, ToolRegistry
+    from hello_agents.core.config import Config
+
+    registry = ToolRegistry()
+    registry.register_tool(tool if tool is not None else calculator_tool())
+    config = Config(**{k: False for k in AGENT_EXTRAS_OFF if k in Config.model_fields},
+                    tool_output_dir=str(folder / "tool-output"))  # where it keeps long tool outputs (none here)
+    llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=0, max_tokens=max_tokens)
+    return SimpleAgent(name="calculator-agent", llm=llm, system_prompt=SYSTEM_PROMPT, config=config,
+                       tool_registry=registry)
+
+
+def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick: bool = False,
+             recipe: Recipe | None = None, model: str = "tiny", reuse: bool = False) -> dict[str, Any]:
+    """Build, SFT, GRPO, then the real agent loop on each model. `reuse`: keep the SFT and GRPO runs this folder
+    already completed (same seed and recipe) and only run the agents again."""
+    package = hello_agents()  # before anything is built: without hello-agents, say how to install it
+    recipe = recipe or RECIPES[(model, quick)]
+    if recipe.model == "smollm2":
+        smollm2_gguf()
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started, laps = time.time(), {}
+    agent = make_agent(out)
+
+    def lap(name: str) -> None:
+        laps[name] = round(time.time() - started - sum(laps.values()), 1)
+
+    print(f"== 1/4 {recipe.model} model with a tool-calling chat template; hello-agents {package.__version__} "
+          f"SimpleAgent with a calculator Tool", flush=True)
+    start = (smollm2_tool_model(out / "smollm2") if recipe.model == "smollm2"
+             else build_tiny_tool_model(out / "tiny", seed=seed))
+    lap("build")
+    print(f"== 2/4 SFT on the agent's transcripts of a demonstrator calling the calculator {recipe.tool_rate:.0%} "
+          "of the time", flush=True)
+    reused = {name: _completed(out / name, reuse) for name in ("sft", "grpo")}
+    sft = reused["sft"] or actions.run(_train(recipe, seed, agent) | {
+        "algorithm": "sft", "model_name": str(start), "output_dir": str(out / "sft"),
+        "dataset": demonstrations(agent, recipe, seed), "max_steps": recipe.sft_steps,
+        "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
+        "warmup_ratio": recipe.sft_warmup_ratio, "max_length": 256})
+    lap("sft")
+    print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
+    grpo = reused["grpo"] or actions.run(_train(recipe, seed, agent) | {
+        "algorithm": "grpo", "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
+        "dataset": make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1),
+        "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size, "num_generations": recipe.num_generations,
+        "learning_rate": recipe.grpo_learning_rate, "kl_coef": recipe.kl_coef, "temperature": recipe.temperature,
+        "lr_scheduler_type": recipe.grpo_lr_scheduler, "warmup_ratio": recipe.grpo_warmup_ratio,
+        "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"})
+    lap("grpo")
+    print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
+          f"{recipe.eval_questions} held-out questions", flush=True)
+    details = {name: run_agent(run["model_path"], recipe, out / name / "agent_details.jsonl")
+               for name, run in (("sft", sft), ("grpo", grpo))}
+    lap("agent_eval")
+    results = {"task": "agent", "seed": seed, "quick": quick, "hello_agents": package.__version__,
+               "reused_training": [name for name, run in reused.items() if run],  # `reuse`: trained by an earlier run
+               "agent": grpo.get("prompt", {}).get("agent"),
+               **{name: summary(rows) for name, rows in details.items()},
+               "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
+               "seconds": laps, "wall_time_s": round(time.time() - started, 1)}
+    atomic_write_json(out / RESULTS, results)
+    print(format_table(results), flush=True)
+    print(f"results.json, agent_details.jsonl (each answer and its calculator calls), models and logs in {out}",
+          flush=True)
+    return results
+
+
+def _completed(run: Path, reuse: bool) -> dict[str, Any] | None:
+    """A training run this folder completed earlier, when reusing."""
+    file = run / RESULTS
+    result = json.loads(file.read_text()) if reuse and file.is_file() else None
+    return result if result and result.get("status") == "completed" and Path(result["model_path"]).is_dir() else None
+
+
+def _train(recipe: Recipe, seed: int, agent: Any) -> dict[str, Any]:
+    return {"action": "train", "agent": agent, "use_lora": recipe.use_lora, "seed": seed, "save_steps": 10_000,
+            "logging_steps": recipe.logging_steps, "overwrite_output_dir": True, "report_to": "none"}
+
+
+def demonstrations(agent: Any, recipe: Recipe, seed: int) -> Any:
+    """The demonstrator's transcripts with each tool message the one the agent's own code makes for that call."""
+    spec = agent_spec(agent)
+    rows = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, tool_rate=recipe.tool_rate)
+
+    def as_agent(row: dict[str, Any]) -> dict[str, Any]:
+        completion, last_calls = [], []
+        for message in row["completion"]:
+            if message["role"] == "tool":
+                call = next(c for c in last_calls if c["function"]["name"] == message["name"])["function"]
+                message = {**message, "content": spec.execute(call["name"], json.loads(call["arguments"]))}
+            last_calls = message.get("tool_calls") or last_calls
+            completion.append(message)
+        return {"completion": completion}
+
+    return rows.map(as_agent)
+
+
+def run_agent(model_path: str, recipe: Recipe, details_path: Path) -> list[dict[str, Any]]:
+    """Each held-out question through agent.run against the served model: one fresh agent per question."""
+    rows = make_dataset("test", None, 0).select(range(recipe.eval_questions))
+    details = []
+    with running(model_path) as base_url:
+        model = served_model_id(base_url)  # before any question: an agent whose calls fail is no measurement
+        for row in rows:
+            tool = calculator_tool()
+            with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each tool it registers
+                agent = make_agent(details_path.parent, base_url, model, max_tokens=recipe.max_new_tokens, tool=tool)
+            try:
+                answer, error = agent.run(row["question"]), None
+            except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
+                answer, error = "", f"{type(failure).__name__}: {failure}"
+            details.append({"question": row["question"], "ground_truth": row["ground_truth"], "answer": answer,
+                            "correct": is_correct(answer, row["ground_truth"]), "calls": tool.calls, "error": error})
+    details_path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details), encoding="utf-8")
+    return details
+
+
+def summary(details: list[dict[str, Any]]) -> dict[str, Any]:
+    n = max(len(details), 1)
+    calls = [c for d in details for c in d["calls"]]
+    return {"accuracy": sum(d["correct"] for d in details) / n,
+            "tool_call_rate": sum(bool(d["calls"]) for d in details) / n,
+            "failed_call_rate": sum(r.startswith("error:") for _, r in calls) / max(len(calls), 1),
+            "failed_runs": sum(d["error"] is not None for d in details), "num_questions": len(details)}
+
+
+def format_table(results: dict[str, Any]) -> str:
+    lines = [f"{'agent.run on held-out questions':<36}{'task success':>14}{'tool calls':>12}{'failed':>8}"]
+    for key, name in (("sft", "SFT (imitation)"), ("grpo", "GRPO (RL on the agent)")):
+        r = results[key]
+        lines.append(f"{name:<36}{r['accuracy']:>14.1%}{r['tool_call_rate']:>12.1%}{r['failed_call_rate']:>8.1%}")
+    gain = results["grpo_minus_sft"]
+    lines.append(f"GRPO - SFT: {gain['points']:+.1f} points (95% paired interval {gain['interval'][0]:+.1f} to "
+                 f"{gain['interval'][1]:+.1f}); wall time {results['wall_time_s']:.0f} s")
+    return "\n".join(lines)
