@@ -166,3 +166,14 @@ def hello_agents_101(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_command(path / "bin" / "python", "-m", "pip", "-q", "--disable-pip-version-check", "install",
                 "hello-agents==1.0.1", cwd=path)
     return path / "bin" / "python"
+
+
+# Under `pytest -n 2 --dist loadfile` (make test) the longest files start first, one per worker, so that the two
+# workers finish together: the SmolLM2 demo alone is a quarter of the suite's time.
+LONGEST_FIRST = ("test_demo_real.py", "test_demo_agent.py", "test_demo_tools.py", "test_demo.py",
+                 "test_user_install.py", "test_search.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

