@@ -173,3 +173,39 @@ def test_streamable_http_serves_the_same_tools(tmp_path: Path, http_mcp_server: 
         assert "train" in got["names"] and "job_status" in got["names"]
         assert got["reward"]["scores"] == [1.0, 0.0]
         assert (tmp_path / ".jobs" / "jobs.db").is_file()  # the default store lives under the first root
+
+
+HUGE = "\\boxed{9^{9^{9^{9}}}}"  # math-verify's big-integer work on it holds the GIL past its own alarms
+
+
+def test_an_answer_that_never_checks_does_not_stall_the_server(tiny_model: str, tmp_path: Path) -> None:
+    """Every math-verify check is bounded in the server's worker threads too; the next call is answered at once."""
+    import time
+
+    from hello_agents_rl.rewards.checkers import CHECK_SECONDS
+
+    data = tmp_path / "huge.jsonl"
+    data.write_text(json.dumps({"question": "What is 1 + 2?", "answer": HUGE}) + "\n")
+    took: dict[str, float] = {}
+
+    async def calls(session: ClientSession) -> None:
+        started = time.monotonic()
+        huge = _payload(await session.call_tool("create_reward", {
+            "completions": [f"Final Answer: {HUGE}", "Final Answer: 3"], "ground_truth": "3",
+            "answer_checker": "math_verify"}))
+        took["create_reward"] = time.monotonic() - started
+        assert huge["scores"][1] == 1.0 and huge["scores"][0] == 0.0  # past the bound: wrong, as a time-out is
+        started = time.monotonic()
+        answer = _payload(await session.call_tool("evaluate", {
+            "model_path": tiny_model, "dataset": str(data), "answer_checker": "math_verify", "max_new_tokens": 4}))
+        took["evaluate"] = time.monotonic() - started
+        assert answer["num_questions"] == 1 and answer["accuracy"] == 0.0
+        started = time.monotonic()
+        quick = _payload(await session.call_tool("create_reward", {
+            "completions": ["Final Answer: \\frac{1}{2}"], "ground_truth": "0.5", "answer_checker": "math_verify"}))
+        took["next"] = time.monotonic() - started
+        assert quick["scores"] == [1.0]
+
+    anyio.run(_drive, [tmp_path, Path(tiny_model).parent], tmp_path / "jobs", calls)
+    assert took["create_reward"] < CHECK_SECONDS + 10 and took["evaluate"] < 2 * CHECK_SECONDS + 30, took
+    assert took["next"] < 5, took

@@ -140,12 +140,12 @@ def test_without_the_library_the_error_says_how_to_install_it() -> None:
 
 
 def test_a_question_that_takes_too_long_is_a_config_error_naming_the_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
-    import multiprocessing
     import time
 
+    from hello_agents_rl import bounded
     from hello_agents_rl.rewards import task_library
 
-    task_library._context()  # the fork server starts once per process, outside the bound
+    task_library.draw("chain_sum", {}, 0, 0, 1)  # a worker with the library loaded, started outside the bound
     monkeypatch.setattr(task_library, "DRAW_SECONDS", 2.0)
     started = time.monotonic()
     with pytest.raises(ConfigError, match=r"`dataset_config\.max_digits`: drawing question 0 of 'basic_arithmetic' "
@@ -153,7 +153,34 @@ def test_a_question_that_takes_too_long_is_a_config_error_naming_the_parameter(m
         parse({"action": "train", "model_name": "org/no-such-model", "dataset": "reasoning_gym:basic_arithmetic",
                "dataset_config": {"max_digits": 20}})
     assert time.monotonic() - started < 15
-    assert multiprocessing.active_children() == []  # the drawing process was ended, not left spinning
+    idle = [worker for workers in bounded._idle.values() for worker in workers]
+    assert set(bounded._live) == set(idle)  # the drawing process was ended, not left spinning
+    assert all(worker.process.poll() is None for worker in idle)
+
+
+SCRIPT = """
+import time
+from hello_agents_rl.workflows.actions import run
+print("script body runs")
+started = time.monotonic()
+first = run({"action": "load_dataset", "dataset": "reasoning_gym:chain_sum",
+             "dataset_config": {"size": 3}, "split": "test"})
+loaded = time.monotonic()
+again = run({"action": "load_dataset", "dataset": "reasoning_gym:chain_sum",
+             "dataset_config": {"size": 4, "max_terms": 3}, "split": "test"})
+print("rows", first["num_samples"], again["num_samples"], f"{loaded - started:.2f} {time.monotonic() - loaded:.2f}")
+"""
+
+
+def test_a_plain_top_level_script_runs_once(tmp_path) -> None:
+    """The book's scripts have no `if __name__ == "__main__":` guard: nothing the package starts may run them again."""
+    script = tmp_path / "load_task.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("script body runs") == 1
+    first, later = (float(s) for s in done.stdout.split("rows 3 4 ")[1].split())
+    assert later < 2.0, (first, later)  # the worker stays warm: a second draw costs no interpreter start
 
 
 SMALL = {"dataset": "reasoning_gym:gcd",  # 9 distinct questions: 50 test questions hold them all

@@ -10,17 +10,18 @@ evaluation read the same entry.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from importlib.util import find_spec
-from typing import Any
 
+from hello_agents_rl import bounded
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards.parsing import MARKER_RE, same_number
 
 MATH_INSTALL = "pip install 'hello-agents-rl[math]'"
 PARSE_TIMEOUT_S, VERIFY_TIMEOUT_S = 5, 5  # math-verify's own alarms, as TRL sets them (main thread only)
+CHECK_SECONDS = 2 * PARSE_TIMEOUT_S + VERIFY_TIMEOUT_S + 1  # the hard bound: both parses and the verify, and a margin
 _MARKERS = ("\\boxed", "$", "\\(", "\\[")
+_log = logging.getLogger(__name__)
 
 
 def math_verify_problem() -> str | None:
@@ -28,23 +29,6 @@ def math_verify_problem() -> str | None:
     if find_spec("math_verify") is None:
         return f"`answer_checker`: math_verify needs the math-verify package; {MATH_INSTALL}"
     return None
-
-
-def _library() -> Any:
-    if problem := math_verify_problem():
-        raise ConfigError(problem)
-    import math_verify
-
-    return math_verify
-
-
-def _timeouts() -> tuple[int | None, int | None]:
-    """math-verify times out with signal.alarm, which works in the main thread only: elsewhere none (as TRL)."""
-    if threading.current_thread() is threading.main_thread():
-        return PARSE_TIMEOUT_S, VERIFY_TIMEOUT_S
-    for name in ("math_verify.parser", "math_verify.grader"):  # its "timeout is disabled" warning, every call
-        logging.getLogger(name).setLevel(logging.ERROR)
-    return None, None
 
 
 def gold_text(ground_truth: object) -> str:
@@ -60,14 +44,32 @@ def gold_text(ground_truth: object) -> str:
 
 
 def math_verify_equal(completion: str, ground_truth: object) -> bool:
-    """math-verify's verdict: the completion's answer (LaTeX or an expression) equals the ground truth's."""
-    library = _library()
-    parse_timeout, verify_timeout = _timeouts()
-    gold = library.parse(gold_text(ground_truth), parsing_timeout=parse_timeout)
+    """math-verify's verdict: the completion's answer (LaTeX or an expression) equals the ground truth's. Runs in a
+    worker process with a hard bound (hello_agents_rl/bounded.py), in any thread: an answer that would not end
+    (`\\boxed{9^{9^{9^{9}}}}`) holds the GIL in big-integer work, past math-verify's own alarms, and would stall
+    every other caller. Past the bound it is wrong, as a math-verify time-out is."""
+    if problem := math_verify_problem():
+        raise ConfigError(problem)
+    try:
+        return bool(bounded.call(f"{__name__}:_math_verify_here", str(completion or ""), gold_text(ground_truth),
+                                 bound=CHECK_SECONDS, preload=("math_verify",)))
+    except bounded.Overran:
+        _log.warning("math_verify: an answer took longer than %g s to check; scored as wrong (%.60r...)",
+                     CHECK_SECONDS, str(completion))
+        return False
+
+
+def _math_verify_here(completion: str, gold_text: str) -> bool:
+    """In the worker's main thread, where math-verify's own alarms work."""
+    import math_verify
+
+    for name in ("math_verify.parser", "math_verify.grader"):  # it logs each time-out's whole input
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    gold = math_verify.parse(gold_text, parsing_timeout=PARSE_TIMEOUT_S)
     if not gold:
         return False  # an unreadable truth never passes (as the number checker)
-    answer = library.parse(str(completion or ""), parsing_timeout=parse_timeout)
-    return bool(answer) and bool(library.verify(gold, answer, timeout_seconds=verify_timeout))
+    answer = math_verify.parse(completion, parsing_timeout=PARSE_TIMEOUT_S)
+    return bool(answer) and bool(math_verify.verify(gold, answer, timeout_seconds=VERIFY_TIMEOUT_S))
 
 
 CHECKERS: dict[str, Callable[[str, object], bool]] = {"number": same_number, "math_verify": math_verify_equal}

@@ -4,30 +4,29 @@ A generator is pure Python that may never end for some parameters (basic_arithme
 over ~10^10 divisors). A thread cannot be stopped, so entries are drawn in a child process that is killed when
 one takes longer than `DRAW_SECONDS`; that becomes a ConfigError naming the parameters.
 
-The children come from one fork server, started with the library loaded (importing it takes seconds), without the
-user's `__main__` (a script without a main guard would run again there) and with a fixed hash seed: some tasks
-(polynomial_multiplication, word_ladder, ...) order sets by hash, so their entry i would differ from one process to
-the next, and a row's task_ref would name another question when the reward or a later `create_reward` regenerates
-it. The drawn entries are kept here, for the checker to score against the very entry the row was made from.
+The child is a warm worker (hello_agents_rl/bounded.py) with the library loaded (importing it takes seconds), which
+never imports the user's `__main__` (a script without a main guard would run again there), and with a fixed hash
+seed: some tasks (polynomial_multiplication, word_ladder, ...) order sets by hash, so their entry i would differ
+from one process to the next, and a row's task_ref would name another question when the reward or a later
+`create_reward` regenerates it. The drawn entries are kept here, for the checker to score against the very entry the row was made from.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import multiprocessing
-import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
+from hello_agents_rl import bounded
 from hello_agents_rl.errors import ConfigError
 
 INSTALL = "pip install 'hello-agents-rl[tasks]'"
 DRAW_SECONDS = 30.0  # one entry, the generator's set-up included: far above any installed task's own
 SIZE_KEYS = ("size",)  # how many questions, not how hard one is to draw
-_HASH_SEED = "0"
-_PRELOAD = ["hello_agents_rl.rewards.task_library", "reasoning_gym.factory"]
+_PRELOAD = ("hello_agents_rl.rewards.task_library", "reasoning_gym.factory")
 _KEPT_DRAWS = 8  # (task, parameters, seed) whose entries are kept: a run's train and test splits, with room
 _drawn: OrderedDict[tuple[str, str, int], dict[int, dict[str, Any]]] = OrderedDict()
 _lock = threading.Lock()
@@ -68,42 +67,18 @@ def entry(ref: str) -> dict[str, Any]:
     return found
 
 
-@functools.cache
-def _context() -> Any:
-    """The fork server's context, its server started with the library loaded and a fixed hash seed."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")  # no fork server (Windows): a fresh interpreter per draw
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    from multiprocessing import forkserver
-
-    with _lock:
-        saved = os.environ.get("PYTHONHASHSEED")
-        os.environ["PYTHONHASHSEED"] = _HASH_SEED  # read once, when the server's interpreter starts
-        try:
-            forkserver.ensure_running()
-        finally:
-            if saved is None:
-                del os.environ["PYTHONHASHSEED"]
-            else:
-                os.environ["PYTHONHASHSEED"] = saved
-    return context
-
-
-def _draw_entries(name: str, params_json: str, seed: int, start: int, stop: int, out: Any) -> None:
-    """In the child: build the generator and send each entry, or the error that stopped it."""
+def _draw_entries(name: str, params_json: str, seed: int, start: int, stop: int) -> Iterator[tuple[str, Any]]:
+    """In the worker: build the generator and yield each entry, or the error that stopped it."""
     built = False
     try:
         drawn = generator(name, params_json, seed)
         built = True
         for index in range(start, min(stop, len(drawn))):
-            out.send(("entry", drawn[index]))
-        out.send(("end", None))
-    except BaseException as error:  # noqa: BLE001 - the parent turns it into a ConfigError
+            yield "entry", drawn[index]
+        yield "end", None
+    except Exception as error:  # noqa: BLE001 - the parent turns it into a ConfigError
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        out.send(("error" if built else "refused", text))
-    finally:
-        out.close()
+        yield ("error" if built else "refused"), text
 
 
 def draw(name: str, params: dict[str, Any], seed: int, start: int, stop: int,
@@ -112,21 +87,11 @@ def draw(name: str, params: dict[str, Any], seed: int, start: int, stop: int,
     refuses the parameters, fails while drawing, or takes longer than `bound` seconds for one entry."""
     bound = DRAW_SECONDS if bound is None else bound
     params_json = json.dumps(params, sort_keys=True)
-    context = _context()
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_draw_entries, args=(name, params_json, seed, start, stop, sender), daemon=True)
-    child.start()
-    sender.close()
     entries: list[dict[str, Any]] = []
+    items = bounded.stream(f"{__name__}:_draw_entries", name, params_json, seed, start, stop, bound=bound,
+                           preload=_PRELOAD)
     try:
-        while True:
-            if not receiver.poll(bound):
-                raise ConfigError(_too_slow(name, params, start + len(entries), bound))
-            try:
-                kind, value = receiver.recv()
-            except EOFError:
-                raise ConfigError(f"`dataset_config`: drawing {name!r} questions with {params} ended the process "
-                                  f"that drew them (exit code {child.exitcode}); try other parameters") from None
+        for kind, value in items:
             if kind == "end":
                 break
             if kind == "refused":
@@ -134,10 +99,13 @@ def draw(name: str, params: dict[str, Any], seed: int, start: int, stop: int,
             if kind == "error":
                 raise ConfigError(_failed(name, params, len(entries), value))
             entries.append(value)
+    except bounded.Overran:
+        raise ConfigError(_too_slow(name, params, start + len(entries), bound)) from None
+    except bounded.WorkerDied as died:
+        raise ConfigError(f"`dataset_config`: drawing {name!r} questions with {params} ended the process that drew "
+                          f"them ({died}); try other parameters") from None
     finally:
-        child.kill()
-        child.join()
-        receiver.close()
+        items.close()
     _keep((name, params_json, seed), dict(zip(range(start, stop), entries)))
     return entries
 
