@@ -10,8 +10,6 @@ Why generation stays under half of its roofline bound at a decode step's 16 rows
   call after another, so that the weights come from memory (the streaming rate, as GB/s of weights);
 * what a kernel would reach if it did its reading and its arithmetic one after the other rather than at once,
   1 / (1 / read rate + 1 / compute rate), both in weight bytes per second;
-* the same stream on our streamed GEMM (trainers/fast/sampling/streamed_gemm.py: 16-column panels, a software
-  prefetch), where this machine builds it;
 * the same stream with the weights in bf16, prepacked for oneDNN (AMX): half the bytes, other numbers;
 * bf16x3 (three bf16 products, hi and lo parts of input and weight, accumulated in fp32: near-fp32 accuracy
   from bf16 units) against fp32 at a training chunk's 508 rows, with its relative error.
@@ -36,15 +34,11 @@ def stream_rate(shape: roofline.ModelShape, dtype: str, threads: int) -> float:
     import torch
 
     torch.set_num_threads(threads)
-    from hello_agents_rl.trainers.fast.sampling.frozen_gemm import PackedWeight
 
     dt = torch.bfloat16 if dtype == "bf16" else torch.float32
     weights = [torch.randn(n, k).to(dt) for _ in range(shape.layers) for k, n in shape.projections()]
     inputs = {k: torch.randn(DECODE_ROWS, k).to(dt) for k, _ in shape.projections()}
-    if dtype == "stream":
-        packed = [PackedWeight(w, DECODE_ROWS, "stream") for w in weights]
-        calls = [lambda w=w, p=p: p(inputs[w.shape[1]]) for w, p in zip(weights, packed)]
-    elif dt is torch.float32:
+    if dt is torch.float32:
         packed = [torch.ops.mkl._mkl_reorder_linear_weight(w, DECODE_ROWS) for w in weights]
         calls = [lambda w=w, p=p: torch.ops.mkl._mkl_linear(inputs[w.shape[1]], p, w, None, DECODE_ROWS)
                  for w, p in zip(weights, packed)]
@@ -103,19 +97,15 @@ def main() -> None:
     lines = [f"SmolLM2-135M's projections ({shape.layers} layers, {shape.layer_weights * 4 / 1e6:.0f} MB of fp32 "
              f"weights), {DECODE_ROWS} rows per product (a 4x4 decode step); GB/s of weights read",
              "", f"{'threads':>7} {'memory':>7} {'compute':>8} {'fp32 stream':>12} {'of memory':>10} "
-             f"{'read, then compute':>19} {'ours stream':>12} {'of memory':>10} {'bf16 stream':>12} "
+             f"{'read, then compute':>19} {'bf16 stream':>12} "
              f"{'bf16 weights/s':>15}"]
-    from hello_agents_rl.trainers.fast.sampling import streamed_gemm
-
-    ours_built = streamed_gemm.built()[0] is not None
     for threads in sorted({1, args.threads}):
         memory = roofline.bandwidth(threads)
         compute = roofline.gemm_rate(DECODE_ROWS, shape.projections(), threads) * 4 / (2 * DECODE_ROWS)  # GB/s
         fp32, bf16 = stream_rate(shape, "fp32", threads), stream_rate(shape, "bf16", threads)
-        ours = stream_rate(shape, "stream", threads) if ours_built else float("nan")
         serial = 1 / (1 / memory + 1 / compute)
         lines.append(f"{threads:>7} {memory:>7.1f} {compute:>8.1f} {fp32:>12.1f} {fp32 / memory:>9.0%} "
-                     f"{serial:>19.1f} {ours:>12.1f} {ours / memory:>9.0%} {bf16:>12.1f} "
+                     f"{serial:>19.1f} {bf16:>12.1f} "
                      f"{bf16 / 2 / (fp32 / 4):>14.2f}x")
     lines += ["", f"bf16x3 against fp32 at a training chunk's {CHUNK_ROWS} rows, {args.threads} threads:", "",
               f"{'shape':>12} {'fp32 GFLOP/s':>13} {'bf16x3 GFLOP/s':>15} {'fp32 error':>11} {'bf16x3 error':>13}"]

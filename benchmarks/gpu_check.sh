@@ -79,10 +79,6 @@ if ls "$WHEELS"/*.whl > /dev/null 2>&1; then
   echo "installed ${#chosen[@]} wheels from $WHEELS into $SITE" | tee -a "$OUT/parts.log"
 fi
 export PYTHONPATH=$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}
-if [ "$DRY_RUN" = 1 ]; then  # the sampler's compiled CPU kernels (trainers/fast/switches.py) never run on a GPU
-  # and take a minute to compile in a new environment: off in the dry run (the fast suite tests them)
-  export HELLO_AGENTS_FAST_OFF=${HELLO_AGENTS_FAST_OFF-streamed_gemm,decode_kernels}
-fi
 
 failures=0
 EQUIVALENT=0

@@ -99,20 +99,16 @@ def _best_seconds(fn: Any, min_time: float = 0.25, repeats: int = 5) -> float:
 
 def products(w: Any, rows: int) -> dict[str, Any]:
     """x -> x W^T on every fp32 kernel this torch build offers: F.linear (the weight re-packed on every call), and
-    MKL's and oneDNN's GEMM on the weight packed once for each, and our streamed GEMM where it applies (building
-    it, once per machine, before any timed run)."""
+    MKL's and oneDNN's GEMM on the weight packed once for each."""
     import torch
     import torch.nn.functional as F
 
-    from hello_agents_rl.trainers.fast.sampling import streamed_gemm
     from hello_agents_rl.trainers.fast.sampling.frozen_gemm import PackedWeight
 
     out = {"F.linear": lambda x: F.linear(x, w)}
     for kernel, there in (("mkl", torch._C.has_mkl), ("onednn", torch.backends.mkldnn.is_available())):
         if there:
             out[kernel] = PackedWeight(w, rows, kernel)
-    if streamed_gemm.fits(w, rows):
-        out["stream"] = PackedWeight(w, rows, "stream")
     return out
 
 
@@ -144,9 +140,6 @@ HEAD_TILE = 4096  # the LM head's rows timed for the compute roof: its whole wei
 
 
 def measure(shape: ModelShape, decode_rows: int, chunk_rows: int, threads: int) -> Machine:
-    from hello_agents_rl.trainers.fast import kernels
-
-    kernels.build("decode_step")  # the hand-written kernels built (once per machine) before any timed run
     shapes = shape.projections() + [(shape.hidden, min(shape.vocab, HEAD_TILE))]
     return Machine(threads, decode_rows, chunk_rows, gemm_rate(decode_rows, shapes, threads),
                    gemm_rate(chunk_rows, shapes, threads), bandwidth(threads))

@@ -179,7 +179,7 @@ def test_the_agent_needs_are_listed_in_coupling() -> None:
 def test_every_private_name_of_another_library_is_listed_in_coupling() -> None:
     listed = {*coupling.OVERRIDDEN_METHODS, *(name for _, _, name in coupling.CALLED_METHODS),
               coupling.BORROWED_METHOD[2], *coupling.BORROWED_READS, *coupling.ATTRIBUTES_READ,
-              *(name for _, name in coupling.MODULE_SETTINGS), *coupling.HELLO_AGENTS_READS,
+              *coupling.HELLO_AGENTS_READS,
               *coupling.DYNAMIC_SAMPLING_METHODS, *coupling.DYNAMIC_SAMPLING_ATTRIBUTES}
     used = _private_names_used()
     unlisted = {n: where for n, where in used.items() if n not in listed | TORCH_INTERNALS | _defined_here()}

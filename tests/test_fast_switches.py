@@ -2,35 +2,31 @@
 
 packed_weights: the same decoder outputs and greedy tokens as F.linear; onednn_gemm: the kernel follows the CPU's
 vendor, its products and input gradients are F.linear's, the sampler and training forward on it unchanged;
-streamed_gemm: F.linear's products at any rows, chosen at a decode step's rows on Intel, the sampler unchanged;
-a frozen weight's panels kept while it lives;
-decode_kernels: the torch operations' attention (pads masked, grouped heads, the own keys' blocks, the step's key
-and value stored), norm and RoPE at a decode step's rows; inverse_cdf: the categorical distribution
-(zeros never drawn, the tail's tiny probabilities kept), seeded; vocab_tile: TRL's tile set for the call and
-restored; malloc_reuse: freed blocks reused (no new page faults), those above glibc's mmap ceiling too; functional_forward: shared_prefix_logps'
-values, entropies and every LoRA gradient, with live dropout drawing the same masks; its LM head: TRL's.
+shared_prompt_kv: the grouped attention is attention by definition (pads masked, grouped heads, the own keys'
+blocks, the step's key and value stored); inverse_cdf: the categorical distribution (zeros never
+drawn, the tail's tiny probabilities kept), seeded; malloc_reuse: freed blocks reused (no new page faults), those
+above glibc's mmap ceiling too; functional_forward: shared_prefix_logps' values, entropies and every LoRA
+gradient, with live dropout drawing the same masks; its LM head: TRL's.
 """
 
 from __future__ import annotations
 
-import itertools
-import shutil
 import subprocess
 import sys
 import textwrap
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from hello_agents_rl.trainers.fast import kernels, lm_head, switches, use_fast_dropout
+from hello_agents_rl.trainers.fast import lm_head, switches, use_fast_dropout
 from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
-from hello_agents_rl.trainers.fast.sampling import FastDecoder, Unsupported, frozen_gemm, sample, streamed_gemm
-from hello_agents_rl.trainers.fast.sampling import decoder as decoder_module
-from hello_agents_rl.trainers.fast.sampling.attention import KEY_BLOCK, fused_kernel, grouped_attention, prompt_bias
+from hello_agents_rl.trainers.fast.sampling import FastDecoder, Unsupported, frozen_gemm, sample
+from hello_agents_rl.trainers.fast.sampling.attention import KEY_BLOCK, grouped_attention, prompt_bias
 from hello_agents_rl.trainers.fast.sampling.kv_cache import prefill_shared
 from hello_agents_rl.trainers.fast.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
 from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_logps
-from hello_agents_rl.trainers.fast.vocab_tile import CPU_VOCAB_TILE, cpu_vocab_tile
 
 TEMPERATURE = 0.8
 
@@ -79,13 +75,20 @@ def _batch(vocab: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
 # --- the switches --------------------------------------------------------------------------------------------
 
 
+def test_the_readme_counts_the_switches_and_there_are_few() -> None:
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert len(switches.OPTIMISATIONS) in words, "at most 8 switches: each must pay its way on the step"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"any of its {words[len(switches.OPTIMISATIONS)]} optimisations" in " ".join(readme.split())
+
+
 def test_switches_turn_off_by_name_and_refuse_typos(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(switches.on(name) for name in switches.OPTIMISATIONS)
     monkeypatch.setenv(switches.OFF_SWITCH, "inverse_cdf, packed_weights")
-    assert not switches.on("inverse_cdf") and not switches.on("packed_weights") and switches.on("vocab_tile")
+    assert not switches.on("inverse_cdf") and not switches.on("packed_weights") and switches.on("malloc_reuse")
     monkeypatch.setenv(switches.OFF_SWITCH, "inverse_cfd")
     with pytest.raises(ValueError, match="inverse_cfd.*name some of packed_weights"):
-        switches.on("vocab_tile")
+        switches.on("malloc_reuse")
     with pytest.raises(KeyError):
         switches.on("no_such_optimisation")
 
@@ -93,18 +96,14 @@ def test_switches_turn_off_by_name_and_refuse_typos(monkeypatch: pytest.MonkeyPa
 # --- packed_weights ------------------------------------------------------------------------------------------
 
 
-# the kernel chosen at a decode step's rows: on Intel MKL's (our streamed GEMM switched off) or ours, elsewhere oneDNN's
-KERNELS = {"mkl": "GenuineIntel", "stream": "GenuineIntel", "onednn": "AuthenticAMD"}
+# the kernel chosen at a decode step's rows: on Intel MKL's, elsewhere oneDNN's
+KERNELS = {"mkl": "GenuineIntel", "onednn": "AuthenticAMD"}
 
 
 def _with_kernel(monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
     """Act as if on the CPU `kernel` is chosen on (skips where this machine or torch build lacks it)."""
-    if kernel == "stream":
-        _stream_kernel_or_skip()
-    elif not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
+    if not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
         pytest.skip(f"this torch build has no {kernel}")
-    if kernel == "mkl":
-        monkeypatch.setenv(switches.OFF_SWITCH, "streamed_gemm")
     monkeypatch.setattr(frozen_gemm, "cpu_vendor", lambda: KERNELS[kernel])
 
 
@@ -147,76 +146,9 @@ def test_the_frozen_kernel_follows_the_cpu_vendor_and_the_switches(monkeypatch: 
     assert choose("GenuineIntel", 16) is None and choose("AuthenticAMD", 16) is None, "nothing packed"
 
 
-# --- streamed_gemm -------------------------------------------------------------------------------------------
-
-
-def _kernel_or_skip(name: str) -> None:
-    """Skip where this machine cannot build kernels/<name>.cpp; fail where it could and did not."""
-    if not kernels.has_avx512():
-        pytest.skip(f"{name} needs AVX-512")
-    if shutil.which("g++") is None or shutil.which("ninja") is None:
-        pytest.skip(f"no g++ or ninja to build {name}")
-    module, why = kernels.build(name)
-    assert module is not None, f"an AVX-512 CPU with g++ and ninja builds {name}: {why}"
-
-
-def _stream_kernel_or_skip() -> None:
-    _kernel_or_skip("streamed_gemm")
-
-
-def test_the_streamed_gemm_gives_f_linears_products_at_any_rows() -> None:
-    _stream_kernel_or_skip()
-    g = torch.Generator().manual_seed(0)
-    w, b = torch.randn(96, 43, generator=g), torch.randn(96, generator=g)
-    panels = streamed_gemm.pack(w)
-    for rows in (1, 5, 16, 17, 37):  # one block, a partial one, several with a partial last
-        x = torch.randn(rows, 43, generator=g)
-        torch.testing.assert_close(streamed_gemm.linear(x, panels, b), torch.nn.functional.linear(x, w, b),
-                                   atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(streamed_gemm.linear(x, panels, None), x @ w.t(), atol=1e-5, rtol=1e-5)
-
-
-def test_the_streamed_gemm_is_chosen_at_a_decode_steps_rows_on_intel(monkeypatch: pytest.MonkeyPatch) -> None:
-    _stream_kernel_or_skip()
-    choose, aligned, ragged = frozen_gemm.choose_kernel, torch.zeros(48, 8), torch.zeros(50, 8)
-    assert choose("GenuineIntel", 16, aligned) == "stream" and choose("", 4, aligned) == "stream"
-    assert choose("GenuineIntel", 64, aligned) == "stream", "8x8's decode rows: its tiles"
-    assert choose("GenuineIntel", 65, aligned) == "mkl", "more rows: MKL is as fast"
-    assert choose("GenuineIntel", 16, ragged) == "mkl", "outputs not a multiple of 16 panels"
-    if torch.backends.mkldnn.is_available():
-        assert choose("AuthenticAMD", 16, aligned) == "onednn", "measured on Intel only"
-    monkeypatch.setenv(switches.OFF_SWITCH, "streamed_gemm")
-    assert choose("GenuineIntel", 16, aligned) == "mkl"
-
-
-def test_a_frozen_weights_panels_are_kept_while_it_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The LM head under LoRA: packed once, not once per rollout; repacked after a change, never for a trainable
-    weight (full fine-tuning changes it every step), forgotten with the weight."""
-    import gc
-
-    _with_kernel(monkeypatch, "stream")
-    g = torch.Generator().manual_seed(0)
-    w, x = torch.randn(48, 40, generator=g), torch.randn(3, 40, generator=g)
-    first = frozen_gemm.pack(w, 16)
-    assert frozen_gemm.pack(w, 16).packed is first.packed, "the same panels, not a second packing"
-    with torch.no_grad():
-        w.mul_(2.0)
-    changed = frozen_gemm.pack(w, 16)
-    assert changed.packed is not first.packed
-    torch.testing.assert_close(changed(x), x @ w.t(), atol=1e-5, rtol=1e-5)
-    trainable = torch.randn(48, 40, generator=g, requires_grad=True)
-    assert frozen_gemm.pack(trainable, 16).packed is not frozen_gemm.pack(trainable, 16).packed
-    key = id(w)
-    del w, first, changed
-    gc.collect()
-    assert key not in frozen_gemm._PANELS, "no panels kept for a weight that is gone"
-
-
-@pytest.mark.parametrize("kernel", ["mkl", "onednn", "stream"])
+@pytest.mark.parametrize("kernel", ["mkl", "onednn"])
 def test_a_packed_weight_gives_f_linears_products(kernel: str) -> None:
-    if kernel == "stream":
-        _stream_kernel_or_skip()
-    elif not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
+    if not (torch._C.has_mkl if kernel == "mkl" else torch.backends.mkldnn.is_available()):
         pytest.skip(f"this torch build has no {kernel}")
     g = torch.Generator().manual_seed(0)
     w, b = torch.randn(48, 40, generator=g), torch.randn(48, generator=g)
@@ -282,7 +214,7 @@ def test_shared_prompt_cache_gives_the_copied_caches_tokens_and_logprobs(tiny_mo
             torch.testing.assert_close(torch.tensor(shared), torch.tensor(copied), atol=1e-5, rtol=0)
 
 
-# --- decode_kernels: attention ----------------------------------------------------------------------------------
+# --- shared_prompt_kv: the grouped attention ----------------------------------------------------------------------------------
 
 
 def _attention_by_definition(q: torch.Tensor, prefix: tuple, valid: torch.Tensor, own: tuple, n: int,
@@ -312,10 +244,9 @@ def _unblocked(keys: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dim", [32, 64])
-def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grouped_decode_attention_is_attention_by_definition(dim: int) -> None:
     """Grouped-query heads, prompts with left pads (masked), each row's own keys in blocks of 16 slots, some valid,
     its values a view into a longer cache."""
-    _kernel_or_skip("decode_step")
     g = torch.Generator().manual_seed(0)
     groups, kv_heads, n, r, prompt = 3, 2, 4, 3, 37
     valid = torch.ones(groups, prompt, dtype=torch.bool)
@@ -330,16 +261,10 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
         q = torch.randn(groups * n, kv_heads * r, 1, dim, generator=g)
         own = (_blocked(slot_keys), slot_values[:, :, :, :length])
         plain = (slot_keys[..., :length], slot_values[:, :, :, :length])
-        monkeypatch.setenv(switches.OFF_SWITCH, "")
-        assert fused_kernel(q) is not None
-        fused = grouped_attention(q, prefix, bias, own, n, dim**-0.5)
-        monkeypatch.setenv(switches.OFF_SWITCH, "decode_kernels")
-        assert fused_kernel(q) is None
-        torch.testing.assert_close(fused, grouped_attention(q, prefix, bias, own, n, dim**-0.5), atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(fused, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
+        out = grouped_attention(q, prefix, bias, own, n, dim**-0.5)
+        torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
-    for off, slot in itertools.product(("", "decode_kernels"), (15, 16, 17)):  # a block's last, first lanes
-        monkeypatch.setenv(switches.OFF_SWITCH, off)
+    for slot in (15, 16, 17):  # a block's last, first lanes
         keys, values = _blocked(slot_keys), slot_values.clone()
         qkv = torch.randn(groups * n, 1, (kv_heads * r + 2 * kv_heads) * dim, generator=g)
         heads = qkv.view(groups * n, 1, kv_heads * (r + 2), dim).transpose(1, 2)  # strided views, as the decoder's
@@ -354,8 +279,6 @@ def test_fused_decode_attention_equals_the_torch_operations(dim: int, monkeypatc
         plain = (written[..., : slot + 1], values[:, :, :, : slot + 1])
         torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
-    monkeypatch.setenv(switches.OFF_SWITCH, "")
-    assert fused_kernel(q.requires_grad_()) is None, "queries that need a gradient keep the torch operations"
 
 
 # --- inverse_cdf ---------------------------------------------------------------------------------------------
@@ -428,25 +351,6 @@ def test_integer_dropout_mask_is_the_boolean_mask_and_gives_the_same_values(monk
     torch.manual_seed(7)
     y = dropout(x)  # the module path multiplies by the integer mask too: dropped is 0, kept is x / (1 - p)
     assert torch.equal(y == 0, ~boolean) and torch.allclose(y[boolean], x[boolean] * dropout.scale)
-
-
-# --- vocab_tile ----------------------------------------------------------------------------------------------
-
-
-def test_vocab_tile_is_set_for_the_call_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
-    import trl.trainer.utils as trl_utils
-
-    before = trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE
-    with cpu_vocab_tile("cpu"):
-        assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == CPU_VOCAB_TILE
-    with pytest.raises(RuntimeError), cpu_vocab_tile("cpu"):
-        raise RuntimeError("a failing forward")
-    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == before, "restored, also after an error"
-    with cpu_vocab_tile("cuda"):
-        assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == before, "a GPU keeps TRL's tile"
-    monkeypatch.setenv(switches.OFF_SWITCH, "vocab_tile")
-    with cpu_vocab_tile("cpu"):
-        assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == before
 
 
 # --- malloc_reuse --------------------------------------------------------------------------------------------
@@ -553,7 +457,7 @@ def _logps_and_grads(model, forward, ids, mask, keep) -> tuple:
     return logps.detach() * loss_mask, entropy.detach() * loss_mask, grads
 
 
-@pytest.mark.parametrize("kernel", ["mkl", "onednn"])  # the training forward's frozen products: no streamed GEMM
+@pytest.mark.parametrize("kernel", ["mkl", "onednn"])  # the training forward's frozen products
 @pytest.mark.parametrize("targets", ["all-linear", ["q_proj", "v_proj", "up_proj"]])
 def test_functional_forward_equals_the_module_path(tiny_model: str, targets, kernel: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -589,28 +493,3 @@ def test_functional_forward_refuses_what_it_does_not_reproduce(tiny_model: str) 
     with torch.no_grad():  # a base weight changed in place (say, a merged adapter): the fused copies are stale
         model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight.add_(1.0)
     assert view.stale()
-
-
-# --- decode_kernels: norm and RoPE -------------------------------------------------------------------------------------
-
-
-def test_fused_norm_and_rope_equal_the_torch_operations(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A decode step's rows (the kernels) and a prompt pass's (torch either way); RoPE on q and k heads side by
-    side, a view into the fused q/k/v projection's output."""
-    _kernel_or_skip("decode_step")
-    g = torch.Generator().manual_seed(0)
-    weight = torch.randn(72, generator=g)
-    for rows in (3, 16, 200):
-        x = torch.randn(rows, 1, 72, generator=g)
-        qkv = torch.randn(rows, 1, 7 * 32, generator=g)
-        qk = qkv[..., : 5 * 32].view(rows, 1, 5, 32)
-        cos, sin = (torch.randn(rows, 1, 1, 32, generator=g) for _ in range(2))
-        outputs = []
-        for off in ("", "decode_kernels"):
-            monkeypatch.setenv(switches.OFF_SWITCH, off)
-            assert (decoder_module.fused_ops(x, rows) is None) == (off != "" or rows > decoder_module.FUSED_MAX_ROWS)
-            outputs.append((decoder_module.rms_norm(x, (weight, 1e-5)), decoder_module.apply_rope(qk, cos, sin)))
-        for fused, plain in zip(*outputs):
-            torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-5)
-    x.requires_grad_()
-    assert decoder_module.fused_ops(x, 3) is None, "a tensor that needs a gradient keeps torch's operations"

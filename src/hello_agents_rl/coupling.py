@@ -47,9 +47,6 @@ CALLED_METHODS = (
     ("transformers", "GenerationMixin", "_prepare_generation_config"),
     ("transformers", "GenerationConfig", "_get_default_generation_params"),
 )
-# Module-level TRL settings the fast trainer sets for the length of its own calls: (module, name) -> what for.
-LM_HEAD_TILE = ("trl.trainer.utils", "_CHUNKED_LOGPROB_CHUNK_SIZE")
-MODULE_SETTINGS = {LM_HEAD_TILE: "the fused LM head's vocabulary tile (vocab_tile.py)"}
 # Attributes TRL's (and transformers') Trainer __init__ sets that the fast trainer reads, and what reads them.
 ATTRIBUTES_READ = {
     "use_vllm": "sampler: vLLM generates instead",
@@ -86,9 +83,6 @@ def class_blocker(trl_trainer_class: type) -> str | None:
     for module, owner, name in CALLED_METHODS:
         if not callable(getattr(getattr(importlib.import_module(module), owner, None), name, None)):
             return f"{module} has no {owner}.{name} any more (the sampler merges generation configs with it)"
-    for (module, name), use in MODULE_SETTINGS.items():
-        if not isinstance(getattr(importlib.import_module(module), name, None), int):
-            return f"{module} has no integer {name} any more ({use})"
     return None
 
 

@@ -1,4 +1,7 @@
-"""The one rollout loop: plain and tool-using questions alike, batched, greedy or sampled.
+"""Evaluation's rollout loop: plain and tool-using questions alike, batched, greedy or sampled.
+
+Training's rollouts are TRL's (GRPOTrainer's tool loop, or the fast sampler); this loop serves evaluation and
+returns the same trajectory contract (rollouts/trajectory.py), so both are scored alike.
 
 Per row, `samples` trajectories: the prompt rendered with the row's tools (TRL's `apply_chat_template(...,
 tools=...)`; none for a plain question), then turns. Each turn generates every live trajectory as left-padded

@@ -42,8 +42,6 @@ def sample(model: Any, generation_config: Any, prompt_ids: list[list[int]], max_
         return None, blocker
     completion_ids, _ = sample_with(model, prompt_ids, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
                                     pad_token_id=pad_token_id, decoder=decoder, with_logprobs=False, **settings)
-    if "stream" in decoder.kernels():
-        record.ran("streamed_gemm", len(prompt_ids))
     record.ran("sampler_completions", len(prompt_ids))
     return completion_ids, None
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hello_agents_rl.trainers.fast import kernels
-
 log = logging.getLogger(__name__)
 
 
@@ -43,7 +41,6 @@ class FastPathRecord:
             "shared_prompt_forward": self.counts.get("shared_prompt_forwards", 0)
             + self.counts.get("functional_train_forwards", 0) > 0,
             "counts": dict(sorted(self.counts.items())),
-            "kernels": kernels.status(),  # each hand-written kernel asked for: built, or why not
             "fallbacks": [{"part": p, "reason": r, "times": n} for (p, r), n in self.fallbacks.items()],
             "passed_over": [{"part": p, "reason": r, "times": n} for (p, r), n in self.skipped.items()],
         }

@@ -18,22 +18,12 @@ OPTIMISATIONS = {
     "packed_weights": "the sampler's fp32 matmuls on weights packed once per rollout for the CPU's GEMM (MKL's on "
                       "Intel, oneDNN's elsewhere: onednn_gemm): the same products up to float rounding, without "
                       "re-packing every weight on every call",
-    "streamed_gemm": "on Intel CPUs with AVX-512, the sampler's products at a decode step's <= 64 rows on weights "
-                     "packed into 16-column panels and streamed with a software prefetch (our kernel, "
-                     "trainers/fast/kernels/) instead of MKL's packed GEMM, which reads and then computes; "
-                     "the same products up to float rounding",
-    "decode_kernels": "on CPUs with AVX-512, at a decode step's rows, our kernels (trainers/fast/kernels/decode_step.cpp) "
-                      "for the grouped attention over the caches (shared_prompt_kv: each key and value read once, "
-                      "the step's own stored), RMSNorm and RoPE, instead of ~15 torch operations per layer; the "
-                      "same values up to float rounding",
     "onednn_gemm": "on CPUs other than Intel's (where MKL does not run its AVX-512 code), frozen fp32 weights "
                    "packed once for oneDNN's kernel instead: the sampler's and the reference's products, and the "
                    "training forward's frozen base with its input gradient (the same products up to float "
                    "rounding); off, MKL as on Intel",
     "inverse_cdf": "a sampled token from one uniform draw per row against the float64 cumulative distribution, "
                    "instead of torch.multinomial's exponential draw for every vocabulary entry",
-    "vocab_tile": "the training forward's fused LM head scores the vocabulary in tiles of 2,048 on CPU instead of "
-                  "TRL's 32,768 (a tile that stays in cache; the same log-probs up to float rounding)",
     "malloc_reuse": "glibc keeps freed blocks for reuse instead of unmapping them (CPU), those above its 32 MiB mmap "
                     "ceiling (the training LM head's [tokens, vocab] buffers) served from its heap too: fewer page "
                     "faults and zero-filled pages for a step's activations",

@@ -18,7 +18,6 @@ from hello_agents_rl.trainers.fast.allocator import keep_freed_memory
 from hello_agents_rl.trainers.fast.buckets import length_buckets
 from hello_agents_rl.trainers.fast.dropout import use_fast_dropout
 from hello_agents_rl.trainers.fast.record import FastPathRecord
-from hello_agents_rl.trainers.fast.vocab_tile import cpu_vocab_tile
 
 
 class FastGRPOTrainer(GRPOTrainer):
@@ -86,7 +85,7 @@ class FastGRPOTrainer(GRPOTrainer):
                 index = torch.tensor(rows[start : start + batch_size], device=input_ids.device)
                 ids = input_ids[index, : prompt_len + width]  # [r, P + width]
                 mask = attention_mask[index, : prompt_len + width]
-                with self.accelerator.autocast(), cpu_vocab_tile(ids.device.type):
+                with self.accelerator.autocast():
                     if decoder is not None:
                         with profiling_context(self, "fast.score"):
                             part = (engine.score(decoder, ids, mask, width, self.temperature, self._fast_record),
@@ -94,9 +93,8 @@ class FastGRPOTrainer(GRPOTrainer):
                     else:
                         part = self._train_forward(unwrapped, ids, mask, width, self.temperature, compute_entropy)
                 if part is None:  # no prompt repeats in these rows (data, not a fallback): TRL's own forward
-                    with cpu_vocab_tile(ids.device.type):
-                        part = super()._get_per_token_logps_and_entropies(
-                            model, ids, mask, width, None, compute_entropy)[:2]
+                    part = super()._get_per_token_logps_and_entropies(
+                        model, ids, mask, width, None, compute_entropy)[:2]
                 parts.append(tuple(None if t is None else F.pad(t, (0, logits_to_keep - width)) for t in part))
                 order.append(index)
         restore = torch.argsort(torch.cat(order))

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import torch
 
-from hello_agents_rl.trainers.fast import kernels
-
 # (keys, values) per layer, each [rows, kv_heads, slots, head_dim] (SharedPromptCache's own keys: in blocks, below)
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 KEY_BLOCK = 16  # a row's own keys in blocks of this many slots, each block's [D, 16] adjacent (SharedPromptCache)
@@ -63,10 +61,6 @@ def grouped_attention(
     repeat_kv. Returns [B, Hq, 1, D].
     """
     own_keys, own_values = own
-    fused = fused_kernel(q)
-    if fused is not None:  # the same, one pass over the keys and values (kernels/decode_step.cpp)
-        return fused.decode_attention(q, *prefix, prefix_bias, own_keys, own_values, group_size, scale,
-                                      *(new or (None, None)))
     batch, heads, _, dim = q.shape
     prefix_keys, prefix_values = prefix
     groups, kv_heads, _, prompt = prefix_keys.shape
@@ -92,12 +86,6 @@ def grouped_attention(
     out = out.view(groups, kv_heads, n, r, dim)
     out = out + torch.matmul(probs[..., prompt:].view(groups, kv_heads, n, r, own_length), own_values)
     return out.transpose(1, 2).reshape(batch, heads, 1, dim)
-
-
-def fused_kernel(q: torch.Tensor) -> object | None:
-    """The fused decode-attention kernel for these queries (CPU fp32, head_dim a multiple of 16, no gradient), if
-    built."""
-    return None if q.shape[-1] % 16 or q.stride(-1) != 1 else kernels.decode_step_kernels(q, "decode_kernels")
 
 
 def prompt_bias(valid: torch.Tensor, kv_heads: int, rows_per_kv_head: int, dtype: torch.dtype) -> torch.Tensor:

@@ -13,7 +13,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hello_agents_rl.trainers.fast import kernels
 from hello_agents_rl.trainers.fast.sampling.attention import SharedPromptCache, grouped_attention
 from hello_agents_rl.trainers.fast.sampling.frozen_gemm import PackedWeight, pack
 
@@ -23,8 +22,6 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 # one copy of the weights): use the live weights and run the LoRA branch unmerged instead. Small models,
 # where fusion pays most (overhead-bound), are far below it; big ones are compute-bound anyway.
 FUSE_LIMIT_BYTES = 512 * 2**20
-# rows (tokens) up to which the norm and RoPE kernels (single-threaded) run
-FUSED_MAX_ROWS = 64
 
 
 class Unsupported(Exception):
@@ -138,19 +135,11 @@ def _norm(module: Any) -> tuple[torch.Tensor, float]:
     return module.weight, float(eps)
 
 
-def fused_ops(x: torch.Tensor, rows: int, switch: str = "decode_kernels") -> Any | None:
-    """kernels/decode_step.cpp's operations under `switch`, where they apply: CPU fp32, no gradient, a decode step's
-    few rows (single-threaded: the prompt pass's and the scorer's thousands keep torch's operations), built,
-    switched on."""
-    return None if rows > FUSED_MAX_ROWS else kernels.decode_step_kernels(x, switch)
-
-
 def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
     # the HF RMSNorm of this family: normalise in float32, cast back, then scale (one op in float32)
     weight, eps = norm
     if x.dtype == torch.float32 and weight.dtype == torch.float32 and weight.dim() == 1:
-        fused = fused_ops(x, x.numel() // x.shape[-1])
-        return fused.rms_norm(x, weight, eps) if fused else F.rms_norm(x, (x.shape[-1],), weight, eps)
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
 
 
@@ -177,10 +166,6 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     # x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, D/2) * [-sin_1, sin_2]
-    heads_adjacent = x.dim() == 4 and x.stride(-1) == 1 and x.stride(-2) == x.shape[-1]
-    fused = fused_ops(x, x.shape[0] * x.shape[1]) if heads_adjacent else None
-    if fused is not None and cos.shape == signed_sin.shape == (*x.shape[:2], 1, x.shape[-1]):
-        return fused.rope(x, cos, signed_sin)
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
@@ -241,10 +226,6 @@ class FastDecoder:
             self.lm_head = _fuse([self.lm_head]) if self.lm_head.loras else self.lm_head
             for linear in self._projections() if pack_rows else ():
                 linear.pack(pack_rows)
-
-    def kernels(self) -> set[str]:
-        """The kernels its packed projections run on ('stream', 'mkl', 'onednn'; empty: F.linear)."""
-        return {p.packed.kernel for p in self._projections() if p.packed is not None}
 
     def _projections(self) -> list[LinearView]:
         return [p for layer in self.layers for p in (*layer.qkv, layer.o, *layer.gate_up, layer.down)] + [self.lm_head]

@@ -10,14 +10,12 @@ products up to float rounding either way.
 from __future__ import annotations
 
 import functools
-import weakref
+from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from hello_agents_rl.trainers.fast import kernels, switches
-from hello_agents_rl.trainers.fast.sampling import streamed_gemm
+from hello_agents_rl.trainers.fast import switches
 
 # MKL's packing pays at the sampler's rows (a batch per decode step); on a scoring forward's thousands F.linear's own
 # packing amortises, and packing once buys nothing measurable there
@@ -27,20 +25,20 @@ MKL_PACK_MAX_ROWS = 256
 @functools.cache
 def cpu_vendor() -> str:
     """The x86 vendor string ('GenuineIntel', 'AuthenticAMD', ...) from /proc/cpuinfo, '' where unknown."""
-    for line in kernels.cpuinfo().splitlines():
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    for line in cpuinfo.splitlines():
         if line.startswith("vendor_id"):
             return line.split(":", 1)[1].strip()
     return ""
 
 
-def choose_kernel(vendor: str, rows: int, weight: torch.Tensor | None = None) -> str | None:
-    """'stream', 'onednn', 'mkl' or None (F.linear as it is) for a frozen fp32 weight multiplied ~`rows` rows at a
-    time ('stream': streamed_gemm.py's kernel, measured on Intel only, at a decode step's <= 64 rows)."""
+def choose_kernel(vendor: str, rows: int) -> str | None:
+    """'onednn', 'mkl' or None (F.linear as it is) for a frozen fp32 weight multiplied ~`rows` rows at a time."""
     if not switches.on("packed_weights"):
         return None
-    if (weight is not None and vendor in ("", "GenuineIntel") and switches.on("streamed_gemm")
-            and streamed_gemm.fits(weight, rows)):
-        return "stream"
     if vendor not in ("", "GenuineIntel") and switches.on("onednn_gemm") and torch.backends.mkldnn.is_available():
         return "onednn"
     return "mkl" if torch._C.has_mkl and rows <= MKL_PACK_MAX_ROWS else None
@@ -50,26 +48,19 @@ class PackedWeight:
     """x W^T + b for a frozen weight W [out, in], packed once for `kernel` at ~`rows` rows per call (a hint:
     other row counts give the same products). Holds its own copy in the kernel's layout."""
 
-    def __init__(self, weight: torch.Tensor, rows: int, kernel: str, panels: torch.Tensor | None = None) -> None:
+    def __init__(self, weight: torch.Tensor, rows: int, kernel: str) -> None:
         with torch.no_grad():
             weight = weight.detach()
-            if kernel == "stream":
-                self.packed = streamed_gemm.pack(weight) if panels is None else panels
-                self.weight = weight  # calls of more rows (the prompt pass) take F.linear, faster there
-            elif kernel == "onednn":
+            if kernel == "onednn":
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
             elif kernel == "mkl":
                 self.packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
                 self.weight = weight  # MKL's call wants the plain weight beside its packed copy
             else:
-                raise ValueError(f"unknown kernel {kernel!r}: 'stream', 'onednn' or 'mkl'")
+                raise ValueError(f"unknown kernel {kernel!r}: 'onednn' or 'mkl'")
         self.kernel, self.rows = kernel, rows
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        if self.kernel == "stream":
-            if x.numel() > streamed_gemm.MAX_ROWS * x.shape[-1]:
-                return F.linear(x, self.weight, bias)
-            return streamed_gemm.linear(x, self.packed, bias)
         if self.kernel == "onednn":
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
         return torch.ops.mkl._mkl_linear(x, self.packed, self.weight, bias, self.rows)
@@ -81,26 +72,8 @@ def packable(weight: torch.Tensor) -> bool:
 
 def pack(weight: torch.Tensor, rows: int) -> PackedWeight | None:
     """The weight packed for this CPU's fastest kernel at ~`rows` rows per call, or None where F.linear is it."""
-    kernel = choose_kernel(cpu_vendor(), rows, weight) if packable(weight) else None
-    if kernel == "stream" and not weight.requires_grad:
-        return PackedWeight(weight, rows, kernel, _frozen_panels(weight))
+    kernel = choose_kernel(cpu_vendor(), rows) if packable(weight) else None
     return PackedWeight(weight, rows, kernel) if kernel else None
-
-
-# a frozen weight's panels (the LM head's under LoRA), kept from one rollout's decoder to the next while the weight
-# lives unchanged: id -> (the weight, weakly; its version; its panels)
-_PANELS: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
-
-
-def _frozen_panels(weight: torch.Tensor) -> torch.Tensor:
-    kept = _PANELS.get(id(weight))
-    if kept is not None and kept[0]() is weight and kept[1] == weight._version:
-        return kept[2]
-    with torch.no_grad():
-        panels = streamed_gemm.pack(weight.detach())
-    key = id(weight)
-    _PANELS[key] = (weakref.ref(weight, lambda _: _PANELS.pop(key, None)), weight._version, panels)
-    return panels
 
 
 class _FrozenProduct(torch.autograd.Function):
