@@ -102,7 +102,7 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
                                                  off: str, fallbacks: set) -> None:
     """Same batch, dropout 0: the whole step (rollout record, reference and old-policy log-probs, advantages,
     loss, every LoRA gradient) of FastGRPOTrainer equals plain GRPOTrainer's on the same completions -- with the
-    functional training forward (lora_forward.py) and, switched off, with the module path (shared_prefix.py) --
+    functional training forward (lora_forward.py) and, switched off, with TRL's own forward --
     for every loss type and companion setting; what steps aside for one says so in fast_path."""
     from trl.trainer.utils import split_tensor_dict
 
@@ -137,7 +137,7 @@ def test_one_step_loss_and_gradients_equal_trls(tiny_model: str, tmp_path: Path,
             torch.testing.assert_close(grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)
     counts = ours.fast_path["counts"]
     assert counts["sampler_completions"] == len(rows), "the rollout was the fast sampler's"
-    forward = "shared_prompt_forwards" if off else "functional_train_forwards"
+    forward = "trl_forwards" if off else "functional_train_forwards"
     assert counts.get(forward, 0) > 0 and counts["functional_scores"] > 0, "the fast forwards ran"
     assert {(f["part"], f["reason"]) for f in ours.fast_path["fallbacks"]} == fallbacks
 
@@ -168,7 +168,7 @@ def test_one_bf16_step_equals_trls_bf16_step(tiny_model: str, tmp_path: Path, mo
         assert grads[name].dtype == grad.dtype, name
         assert grad.norm() > 0 and (grads[name] - grad).norm() <= 0.05 * grad.norm(), name
     counts = ours.fast_path["counts"]
-    assert counts["sampler_completions"] == len(rows) and counts["shared_prompt_forwards"] > 0
+    assert counts["sampler_completions"] == len(rows) and counts["trl_forwards"] > 0  # the functional one is fp32
     assert counts["functional_scores"] > 0 and ours.fast_path["fallbacks"] == []
 
 def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -189,7 +189,7 @@ def test_a_run_records_the_fast_path_it_took(tiny_model: str, tmp_path: Path, mo
     assert counts["sampler_completions"] == 2 * 2 * 2, "every completion of both steps came from the fast sampler"
     assert counts.get("generate_completions", 0) == 0
     assert counts["functional_train_forwards"] >= 2 and counts["fast_dropout_layers"] == 4 * 7
-    assert counts.get("shared_prompt_forwards", 0) == 0, "the module path is only the functional forward's fallback"
+    assert counts.get("trl_forwards", 0) == 0, "TRL's forward is only the functional forward's fallback"
     assert record["fallbacks"] == [] and record["passed_over"] == [] and "[fast path]" not in capsys.readouterr().out
     assert json.loads((out / "results.json").read_text())["fast_path"] == record
 

@@ -5,7 +5,7 @@ vendor, its products and input gradients are F.linear's, the sampler and trainin
 shared_prompt_kv: the grouped attention is attention by definition (pads masked, grouped heads, the own keys'
 blocks, the step's key and value stored); inverse_cdf: the categorical distribution (zeros never
 drawn, the tail's tiny probabilities kept), seeded; malloc_reuse: freed blocks reused (no new page faults), those
-above glibc's mmap ceiling too; functional_forward: shared_prefix_logps' values, entropies and every LoRA
+above glibc's mmap ceiling too; functional_forward: the module path's values, entropies and every LoRA
 gradient, with live dropout drawing the same masks; its LM head: TRL's.
 """
 
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from module_path import module_path_logps
 
 from hello_agents_rl.trainers.fast import lm_head, switches, use_fast_dropout
 from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
 from hello_agents_rl.trainers.fast.sampling import FastDecoder, Unsupported, frozen_gemm, sample
-from hello_agents_rl.trainers.fast.sampling.attention import KEY_BLOCK, grouped_attention, prompt_bias
+from hello_agents_rl.trainers.fast.sampling.attention import grouped_attention, prompt_bias
 from hello_agents_rl.trainers.fast.sampling.kv_cache import prefill_shared
 from hello_agents_rl.trainers.fast.sampling.sampler import DRAW_BLOCK, draw, prompt_groups
-from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_logps
 
 TEMPERATURE = 0.8
 
@@ -232,19 +232,18 @@ def _attention_by_definition(q: torch.Tensor, prefix: tuple, valid: torch.Tensor
     return out
 
 
-def _blocked(keys: torch.Tensor) -> torch.Tensor:
-    """Keys [..., D, slots] in SharedPromptCache's own layout [..., slots / 16, D, 16] (slots padded with zeros)."""
-    padded = torch.nn.functional.pad(keys, (0, -keys.shape[-1] % KEY_BLOCK))
-    return padded.view(*keys.shape[:-1], -1, KEY_BLOCK).transpose(-3, -2).contiguous()
+def _own_layout(keys: torch.Tensor) -> torch.Tensor:
+    """Keys [..., D, slots] in SharedPromptCache's own layout [..., slots, D]."""
+    return keys.transpose(-1, -2).contiguous()
 
 
-def _unblocked(keys: torch.Tensor) -> torch.Tensor:
-    return keys.transpose(-3, -2).reshape(*keys.shape[:-3], keys.shape[-2], -1)
+def _from_own_layout(keys: torch.Tensor) -> torch.Tensor:
+    return keys.transpose(-1, -2)
 
 
 @pytest.mark.parametrize("dim", [32, 64])
 def test_grouped_decode_attention_is_attention_by_definition(dim: int) -> None:
-    """Grouped-query heads, prompts with left pads (masked), each row's own keys in blocks of 16 slots, some valid,
+    """Grouped-query heads, prompts with left pads (masked), each row's own keys, some slots valid,
     its values a view into a longer cache."""
     g = torch.Generator().manual_seed(0)
     groups, kv_heads, n, r, prompt = 3, 2, 4, 3, 37
@@ -255,21 +254,22 @@ def test_grouped_decode_attention_is_attention_by_definition(dim: int) -> None:
                                                                                      generator=g))
     slot_keys, slot_values = (torch.randn(groups, kv_heads, n, dim, 40, generator=g),
                               torch.randn(groups, kv_heads, n, 40, dim, generator=g))
-    assert torch.equal(_unblocked(_blocked(slot_keys))[..., :40], slot_keys)
+    assert torch.equal(_from_own_layout(_own_layout(slot_keys))[..., :40], slot_keys)
     for length in (1, 7, 33, 40):  # one slot, a part of a 32-key block, more than one block, all
         q = torch.randn(groups * n, kv_heads * r, 1, dim, generator=g)
-        own = (_blocked(slot_keys), slot_values[:, :, :, :length])
+        own = (_own_layout(slot_keys)[:, :, :, :length], slot_values[:, :, :, :length])
         plain = (slot_keys[..., :length], slot_values[:, :, :, :length])
         out = grouped_attention(q, prefix, bias, own, n, dim**-0.5)
         torch.testing.assert_close(out, _attention_by_definition(q, prefix, valid, plain, n, dim**-0.5),
                                    atol=1e-5, rtol=1e-5)
-    for slot in (15, 16, 17):  # a block's last, first lanes
-        keys, values = _blocked(slot_keys), slot_values.clone()
+    for slot in (0, 16, 39):  # the first, a middle, the last slot
+        keys, values = _own_layout(slot_keys), slot_values.clone()
         qkv = torch.randn(groups * n, 1, (kv_heads * r + 2 * kv_heads) * dim, generator=g)
         heads = qkv.view(groups * n, 1, kv_heads * (r + 2), dim).transpose(1, 2)  # strided views, as the decoder's
         q, k, v = heads[:, : kv_heads * r], heads[:, kv_heads * r : kv_heads * (r + 1)], heads[:, kv_heads * (r + 1) :]
-        out = grouped_attention(q, prefix, bias, (keys, values[:, :, :, : slot + 1]), n, dim**-0.5, new=(k, v))
-        written = _unblocked(keys)
+        out = grouped_attention(q, prefix, bias, (keys[:, :, :, : slot + 1], values[:, :, :, : slot + 1]), n,
+                                 dim**-0.5, new=(k, v))
+        written = _from_own_layout(keys)
         for t, new in ((written[..., slot], k), (values[:, :, :, slot], v)):
             torch.testing.assert_close(t, new.reshape(groups, n, kv_heads, dim).transpose(1, 2), atol=0, rtol=0)
         for slots in (slice(0, slot), slice(slot + 1, 40)):  # the other slots untouched
@@ -470,7 +470,7 @@ def test_functional_forward_equals_the_module_path(tiny_model: str, targets, ker
         ids, mask, keep = _batch(model.config.vocab_size)
         view = LoraTrainView(model)
         assert (view.layers[0].qkv.frozen is not None) == (kernel == "onednn")
-        module = _logps_and_grads(model, lambda *a, m=model: shared_prefix_logps(m, *a, compute_entropy=True), ids, mask,
+        module = _logps_and_grads(model, lambda *a, m=model: module_path_logps(m, *a, compute_entropy=True), ids, mask,
                                   keep)
         functional = _logps_and_grads(model, lambda *a, v=view: v.logps(*a, TEMPERATURE, True), ids, mask, keep)
         torch.testing.assert_close(functional[0], module[0], atol=1e-5, rtol=0)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from module_path import module_path_logps
 
-from hello_agents_rl.trainers.fast import FastGRPOTrainer, use_fast_dropout
+from hello_agents_rl.trainers.fast import FastGRPOTrainer, gate, use_fast_dropout
 from hello_agents_rl.trainers.fast.buckets import length_buckets
 from hello_agents_rl.trainers.fast.dropout import FastDropout
 from hello_agents_rl.trainers.fast.sampling import (
@@ -21,8 +22,8 @@ from hello_agents_rl.trainers.fast.sampling import (
     sampler,
     score,
 )
+from hello_agents_rl.trainers.fast.sampling.decoder import architecture_blocker
 from hello_agents_rl.trainers.fast.sampling.sampler import filter_logits
-from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_blocker, shared_prefix_logps
 from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, verified_versions_text
 
 TEMPERATURE = 0.8
@@ -180,12 +181,14 @@ def _trl_forward(model, ids, mask, keep) -> tuple[torch.Tensor, torch.Tensor]:
     return out.log_probs[:, -keep:], out.entropy[:, -keep:]
 
 
-def test_shared_prompt_forward_equals_full_forward_values_and_gradients(tiny: tuple) -> None:
+def test_the_module_path_oracle_equals_trls_full_forward(tiny: tuple) -> None:
+    """tests/module_path.py (the functional forward's oracle under live dropout) is TRL's forward, values and
+    gradients."""
     model, tokenizer = tiny
     ids, mask, keep = _batch(tokenizer)
     loss_mask = mask[:, -keep:]
     grads = []
-    for forward in (_trl_forward, lambda *a: shared_prefix_logps(*a, compute_entropy=True)):
+    for forward in (_trl_forward, lambda *a: module_path_logps(*a, compute_entropy=True)):
         model.zero_grad()
         logps, entropy = forward(model, ids, mask, keep)
         (logps * loss_mask).sum().backward()
@@ -251,11 +254,11 @@ def test_unsupported_models_fall_back(tiny: tuple, monkeypatch: pytest.MonkeyPat
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100))
     decoder, reason = fast_decoder_or_reason(gpt2)
     assert decoder is None and "gpt2" in reason
-    assert shared_prefix_blocker(gpt2) is not None
+    assert architecture_blocker(gpt2.config) is not None
     model, _ = tiny
-    assert shared_prefix_blocker(model) is None
+    assert architecture_blocker(model.get_base_model().config) is None
     monkeypatch.setenv(ENV_SWITCH, "0")
-    assert shared_prefix_blocker(model) is not None, "the switch turns every fast path off"
+    assert gate.class_blocker(object) == f"{ENV_SWITCH}=0", "the switch turns every fast path off"
 
 
 def test_fast_dropout_is_dropout() -> None:

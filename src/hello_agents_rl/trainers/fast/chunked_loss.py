@@ -9,8 +9,6 @@ from typing import Any
 
 import torch
 
-from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, enabled
-
 # Training rows scored together in one forward+backward: whole groups (a group shares its prompt) up to this many
 # tokens (completion tokens, plus each distinct prompt once). Activations are kept for one chunk at a time instead
 # of the whole batch; below it (short completions, small batches) the batch stays one piece, exactly as before.
@@ -56,32 +54,6 @@ def loss_chunks(inputs: dict[str, Any], budget: int) -> list[torch.Tensor] | Non
     device = inputs["prompt_ids"].device
     assert sum(len(c) for c in chunks) == rows
     return [torch.tensor(sorted(c), device=device) for c in chunks]
-
-
-def chunk_blocker(trainer: Any, model: Any, inputs: dict[str, Any]) -> str | None:
-    """Why the loss must stay one whole-batch forward+backward (None: it may go in chunks)."""
-    if not enabled():
-        return f"{ENV_SWITCH}=0"
-    if not torch.is_grad_enabled() or not trainer.model.training:
-        return "no backward (evaluation)"
-    if LOSS_SPLIT.get(trainer.loss_type) is None:
-        return f"loss_type {trainer.loss_type}"
-    if trainer.importance_sampling_level != "token":  # its logged ratios are means over completions, not tokens
-        return f"importance_sampling_level {trainer.importance_sampling_level}"
-    if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled or trainer.accelerator.unwrap_model(model) is not model:
-        return "DeepSpeed/FSDP/DDP"
-    if trainer.aux_loss_enabled or trainer.top_entropy_quantile < 1.0:  # attributes checked in coupling.py
-        return "aux loss or entropy masking"
-    if trainer._entropy_bonus_enabled:
-        return "entropy bonus"
-    unknown = [k for k, v in inputs.items() if v is not None and k not in CHUNKABLE_KEYS]
-    if unknown:
-        return f"inputs {sorted(unknown)}"
-    rows = inputs["prompt_ids"].size(0)
-    for key, value in inputs.items():
-        if key != "num_items_in_batch" and value is not None and (not torch.is_tensor(value) or value.size(0) != rows):
-            return f"input {key} is not per row"
-    return None
 
 
 def combine_metrics(metrics: dict[str, list], before: dict[str, int], weights: list[float]) -> None:

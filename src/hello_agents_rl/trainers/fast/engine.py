@@ -15,19 +15,17 @@ from typing import Any
 
 import torch
 
-from hello_agents_rl.trainers.fast import switches
+from hello_agents_rl.trainers.fast import gate
 from hello_agents_rl.trainers.fast.lora_forward import LoraTrainView
 from hello_agents_rl.trainers.fast.record import FastPathRecord
 from hello_agents_rl.trainers.fast.sampling import (
     SCORE_PACK_ROWS,
     Unsupported,
     fast_decoder_or_reason,
-    no_active_dropout,
     sampler_settings,
 )
 from hello_agents_rl.trainers.fast.sampling import sample as sample_with
 from hello_agents_rl.trainers.fast.sampling import score as score_with
-from hello_agents_rl.trainers.fast.shared_prefix import shared_prefix_logps
 
 
 def sample(model: Any, generation_config: Any, prompt_ids: list[list[int]], max_new_tokens: int,
@@ -47,8 +45,8 @@ def sample(model: Any, generation_config: Any, prompt_ids: list[list[int]], max_
 
 
 def scorer(model: Any, compute_entropy: bool) -> Any | None:
-    """The functional decoder to score with, where scoring is exact: no gradient, no entropy, no live dropout."""
-    if torch.is_grad_enabled() or compute_entropy or not no_active_dropout(model):
+    """The functional decoder to score with, where scoring is exact (gate.scorer_blocker)."""
+    if gate.scorer_blocker(model, compute_entropy):
         return None
     decoder, _ = fast_decoder_or_reason(model, pack_rows=SCORE_PACK_ROWS)
     return decoder
@@ -61,8 +59,8 @@ def score(decoder: Any, ids: torch.Tensor, mask: torch.Tensor, width: int, tempe
 
 
 class TrainForward:
-    """The training forward: the LoRA forward as one function (lora_forward.py) where it applies, else each prompt
-    once through the modules (shared_prefix.py); None where no prompt repeats (TRL's forward then)."""
+    """The training forward: the LoRA forward as one function (lora_forward.py) where it applies; None elsewhere,
+    or where no prompt repeats (TRL's forward then)."""
 
     def __init__(self, record: FastPathRecord) -> None:
         self.record = record
@@ -72,16 +70,12 @@ class TrainForward:
     def __call__(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, width: int, temperature: float,
                  compute_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         part = self._functional(model, ids, mask, width, temperature, compute_entropy)
-        if part is not None:
-            self.record.ran("functional_train_forwards")
-            return part
-        part = shared_prefix_logps(model, ids, mask, width, compute_entropy)
-        self.record.ran("shared_prompt_forwards" if part is not None else "trl_forwards")
+        self.record.ran("functional_train_forwards" if part is not None else "trl_forwards")
         return part
 
     def _functional(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, width: int, temperature: float,
                     compute_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-        if ids.device.type != "cpu" or not switches.on("functional_forward"):
+        if gate.train_forward_blocker(ids.device):
             return None
         if self.view_blocker:
             self.record.passed_over("functional forward", self.view_blocker)

@@ -37,9 +37,8 @@ class FastPathRecord:
     def as_dict(self) -> dict[str, Any]:
         return {
             "sampler": self.counts.get("sampler_completions", 0) > 0,
-            # both training forwards of ours compute each prompt once per group
-            "shared_prompt_forward": self.counts.get("shared_prompt_forwards", 0)
-            + self.counts.get("functional_train_forwards", 0) > 0,
+            # the functional training forward computes each prompt once per group
+            "shared_prompt_forward": self.counts.get("functional_train_forwards", 0) > 0,
             "counts": dict(sorted(self.counts.items())),
             "fallbacks": [{"part": p, "reason": r, "times": n} for (p, r), n in self.fallbacks.items()],
             "passed_over": [{"part": p, "reason": r, "times": n} for (p, r), n in self.skipped.items()],

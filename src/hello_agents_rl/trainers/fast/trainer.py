@@ -108,7 +108,7 @@ class FastGRPOTrainer(GRPOTrainer):
         up to the whole-batch loss), activations for one chunk instead of all rows. The gradients are already in
         .grad when this returns; the returned loss is a detached leaf, so the Trainer's own backward adds
         nothing."""
-        blocker = "" if self._fast_off or return_outputs else chunked_loss.chunk_blocker(self, model, inputs)
+        blocker = "" if self._fast_off or return_outputs else gate.chunk_blocker(self, model, inputs)
         budget = chunked_loss.token_budget(inputs["prompt_ids"].device)
         chunks = chunked_loss.loss_chunks(inputs, budget) if blocker is None else None
         if chunks is None:

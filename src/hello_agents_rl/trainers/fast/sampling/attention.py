@@ -13,14 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-# (keys, values) per layer, each [rows, kv_heads, slots, head_dim] (SharedPromptCache's own keys: in blocks, below)
+# (keys, values) per layer, each [rows, kv_heads, slots, head_dim]
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
-KEY_BLOCK = 16  # a row's own keys in blocks of this many slots, each block's [D, 16] adjacent (SharedPromptCache)
-
-
-def key_blocks(slots: int) -> int:
-    """The key blocks that hold `slots` slots."""
-    return -(-slots // KEY_BLOCK)
 
 
 @dataclass
@@ -30,10 +24,9 @@ class SharedPromptCache:
     prefix: per layer keys [G, Hkv, D, P] and values [G, Hkv, P, D] (left-padded prompts; the keys transposed once
     per rollout, so that a query's scores read keys side by side); prefix_bias: [G * Hkv, group_size * Hq / Hkv, P],
     0 at a prompt's tokens and -inf at its pads, in the layout of the group's scores (built once, every layer's);
-    own: per layer keys [G, Hkv, group_size, slots / 16, D, 16] (slot t in block t // 16, lane t % 16: a query's
-    scores read 16 adjacent keys at a time, and a row's keys so far are one run of memory however many slots are
-    reserved) and values [G, Hkv, group_size, slots, D]: the B = G * group_size rows' completions (a group's rows
-    adjacent in the batch), in the group's layout so that its scores need no copy; grown as rows run on.
+    own: per layer keys and values [G, Hkv, group_size, slots, D]: the B = G * group_size rows' completions (a
+    group's rows adjacent in the batch), in the group's layout so that its scores need no copy; grown as rows run
+    on.
     """
 
     prefix: KVCache
@@ -55,9 +48,8 @@ def grouped_attention(
 
     q: [B, Hq, 1, D] with B = G * group_size, rows of a group adjacent; prefix: keys [G, Hkv, D, P], values
     [G, Hkv, P, D]; prefix_bias: [G * Hkv, group_size * Hq / Hkv, P] (SharedPromptCache's); own: the rows' keys
-    in SharedPromptCache's blocks [G, Hkv, group_size, blocks, D, 16] (blocks * 16 >= T) and values
-    [G, Hkv, group_size, T, D]: their first T slots valid once `new` is in; new: this step's keys and values
-    [B, Hkv, 1, D], first written to slot T - 1. Query head h reads key head h // (Hq / Hkv), as transformers'
+    and values [G, Hkv, group_size, T, D], valid once `new` is in; new: this step's keys and values [B, Hkv, 1, D],
+    first written to slot T - 1. Query head h reads key head h // (Hq / Hkv), as transformers'
     repeat_kv. Returns [B, Hq, 1, D].
     """
     own_keys, own_values = own
@@ -67,11 +59,7 @@ def grouped_attention(
     r, n, own_length = heads // kv_heads, group_size, own_values.shape[3]
     if new is not None:  # [B, Hkv, 1, D] into the group's layout [G, Hkv, n, D], at slot T - 1
         key, value = (t.view(groups, n, kv_heads, dim).transpose(1, 2) for t in new)
-        block, lane = divmod(own_length - 1, KEY_BLOCK)
-        own_keys[:, :, :, block, :, lane], own_values[:, :, :, -1] = key, value
-    # the blocks holding valid slots as [G, Hkv, n, D, slots] (a copy), the valid slots
-    valid_blocks = own_keys[:, :, :, : key_blocks(own_length)]
-    own_keys = valid_blocks.transpose(3, 4).reshape(*own_keys.shape[:3], dim, -1)[..., :own_length]
+        own_keys[:, :, :, -1], own_values[:, :, :, -1] = key, value
     rows = n * r  # a key head's queries in a group
     # the queries in the group's layout [G, Hkv, n, r, D], scaled once (one copy)
     q_group = q.view(groups, n, kv_heads, r, dim).transpose(1, 2).contiguous().mul_(scale)
@@ -79,7 +67,7 @@ def grouped_attention(
         prefix_bias, q_group.view(groups * kv_heads, rows, dim),
         prefix_keys.view(groups * kv_heads, dim, prompt),
     )
-    scores_own = torch.matmul(q_group, own_keys)  # [G, Hkv, n, r, T]: each row its own keys
+    scores_own = torch.matmul(q_group, own_keys.transpose(-1, -2))  # [G, Hkv, n, r, T]: each row its own keys
     scores = torch.cat([scores_prompt, scores_own.view(groups * kv_heads, rows, own_length)], dim=-1)
     probs = scores.softmax(dim=-1)  # one softmax over both parts
     out = torch.bmm(probs[..., :prompt], prefix_values.view(groups * kv_heads, prompt, dim))  # [G*Hkv, n*r, D]

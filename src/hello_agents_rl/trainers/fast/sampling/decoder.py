@@ -143,24 +143,9 @@ def rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
 
 
-def residual_norm(h: torch.Tensor, y: torch.Tensor, norm: tuple[torch.Tensor, float]
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The residual stream h + y and its RMSNorm."""
-    h = h + y
-    return h, rms_norm(h, norm)
-
-
 def swiglu(gate_up: list[LinearView], x: torch.Tensor) -> torch.Tensor:
-    """silu(gate(x)) * up(x): the MLP's input to its down projection."""
-    if len(gate_up) == 1:
-        return silu_mul(gate_up[0](x))
-    gate, up = (proj(x) for proj in gate_up)
-    return F.silu(gate) * up
-
-
-def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
-    """silu(gate) * up from the fused gate/up projection's output [..., 2I] -> [..., I]."""
-    gate, up = gate_up.chunk(2, dim=-1)
+    """silu(gate(x)) * up(x), from the fused gate/up projection's [..., 2I] or from the two."""
+    gate, up = gate_up[0](x).chunk(2, dim=-1) if len(gate_up) == 1 else (proj(x) for proj in gate_up)
     return F.silu(gate) * up
 
 
@@ -279,9 +264,9 @@ class FastDecoder:
         batch = ids.shape[0]
 
         def attend(index: int, layer: _Layer, qkv: torch.Tensor) -> torch.Tensor:
-            keys, values = cache.own[index]  # [G, Hkv, n, blocks, D, 16] and [G, Hkv, n, slots, D]
+            keys, values = cache.own[index]  # [G, Hkv, n, slots, D] each
             q, k, v = self._heads(layer, qkv, rope)
-            own = (keys, values[:, :, :, : step + 1])  # k and v go to slot `step`
+            own = (keys[:, :, :, : step + 1], values[:, :, :, : step + 1])  # k and v go to slot `step`
             out = grouped_attention(q, cache.prefix[index], cache.prefix_bias, own, cache.group_size, self.scaling,
                                     new=(k, v))
             return out.view(batch, 1, -1)  # [B, Hq, 1, D] as [B, 1, Hq * D]
@@ -308,8 +293,10 @@ class FastDecoder:
         norms_after = [layer.in_norm for layer in self.layers[1:]] + [self.final_norm]
         for index, (layer, norm_after) in enumerate(zip(self.layers, norms_after)):
             qkv = layer.qkv[0](x) if len(layer.qkv) == 1 else torch.cat([proj(x) for proj in layer.qkv], dim=-1)
-            h, x = residual_norm(h, layer.o(attend(index, layer, qkv)), layer.post_norm)
-            h, x = residual_norm(h, layer.down(swiglu(layer.gate_up, x)), norm_after)
+            h = h + layer.o(attend(index, layer, qkv))
+            x = rms_norm(h, layer.post_norm)
+            h = h + layer.down(swiglu(layer.gate_up, x))
+            x = rms_norm(h, norm_after)
         return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -8,13 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from hello_agents_rl.trainers.fast.sampling.attention import (
-    KEY_BLOCK,
-    KVCache,
-    SharedPromptCache,
-    key_blocks,
-    prompt_bias,
-)
+from hello_agents_rl.trainers.fast.sampling.attention import KVCache, SharedPromptCache, prompt_bias
 from hello_agents_rl.trainers.fast.sampling.decoder import FastDecoder
 
 
@@ -41,8 +35,8 @@ def prefill_shared(
     decoder: FastDecoder, prompts: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, extra: int, reserve: int
 ) -> tuple[SharedPromptCache, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """As `prefill`, for rows whose groups of `group_size` adjacent rows share one prompt: the prompt's keys stay
-    once per group, each row gets min(reserve, extra) slots of its own, rounded up to whole key blocks (grown by
-    `grow_own`). With group_size 1 each row is its own group (distinct prompts still computed once, then copied).
+    once per group, each row gets min(reserve, extra) slots of its own (grown by `grow_own`). With group_size 1
+    each row is its own group (distinct prompts still computed once, then copied).
     Returns the cache, the hidden state after each row's prompt [B, H] and rope tables for all P + extra slots
     (every completion slot is a valid key)."""
     batch, length = prompts.shape
@@ -102,25 +96,20 @@ def _buffers(decoder: FastDecoder, rows: int, slots: int, device: torch.device) 
 
 
 def _own_buffers(decoder: FastDecoder, groups: int, group_size: int, slots: int, device: torch.device) -> KVCache:
-    """SharedPromptCache.own, empty, with room for `slots` tokens (rounded up to whole key blocks): keys
-    [G, Hkv, n, blocks, D, 16], values [G, Hkv, n, blocks * 16, D]."""
-    kv, d, blocks = decoder.num_kv_heads, decoder.head_dim, key_blocks(slots)
-    def empty(*shape: int) -> torch.Tensor:
+    """SharedPromptCache.own, empty, with room for `slots` tokens: keys and values [G, Hkv, n, slots, D]."""
+    shape = (groups, decoder.num_kv_heads, group_size, slots, decoder.head_dim)
+    def empty() -> torch.Tensor:
         return torch.empty(shape, dtype=decoder.dtype, device=device)
 
-    return [(empty(groups, kv, group_size, blocks, d, KEY_BLOCK), empty(groups, kv, group_size, blocks * KEY_BLOCK, d))
-            for _ in decoder.layers]
+    return [(empty(), empty()) for _ in decoder.layers]
 
 
 def grow_own(cache: SharedPromptCache, slots: int) -> SharedPromptCache:
-    """The same shared cache with room for `slots` completion tokens per row (rounded up to whole key blocks;
-    amortised doubling, like a dynamic cache, not a static one)."""
-    blocks = key_blocks(slots)
+    """The same shared cache with room for `slots` completion tokens per row (amortised doubling, like a dynamic
+    cache, not a static one)."""
 
-    def grown(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:  # keys' blocks or values' slots to `size`
-        shape = list(t.shape)
-        shape[dim] = size - shape[dim]
-        return torch.cat([t, t.new_empty(shape)], dim=dim)
+    def grown(t: torch.Tensor) -> torch.Tensor:  # [G, Hkv, n, slots, D]
+        return torch.cat([t, t.new_empty(*t.shape[:3], slots - t.shape[3], t.shape[4])], dim=3)
 
-    own = [(grown(k, 3, blocks), grown(v, 3, blocks * KEY_BLOCK)) for k, v in cache.own]
+    own = [(grown(k), grown(v)) for k, v in cache.own]
     return SharedPromptCache(cache.prefix, cache.prefix_bias, own, cache.group_size)

@@ -1,9 +1,8 @@
-"""Log-probabilities with each prompt computed once per group, gradients included (the training forward).
+"""The module path: each prompt once per group through transformers' and PEFT's own modules, gradients included.
 
-A GRPO batch holds each prompt num_generations times: its KV cache is computed once, kept in the autograd graph,
-indexed out to the completions, and the completions are scored through TRL's own fused LM head. Same values and
-gradients as TRL's full forward; LoRA dropout on prompt tokens is drawn once per group instead of once per row
-(the same in expectation).
+Not a forward of the package's: the oracle that the functional training forward (trainers/fast/lora_forward.py)
+is checked against with LoRA dropout live, since it draws its dropout masks from the same modules in the same
+order (a prompt's once per group); TRL's full forward draws them once per row.
 """
 
 from __future__ import annotations
@@ -13,31 +12,14 @@ from typing import Any
 
 import torch
 
-from hello_agents_rl.compat import model_is_checkpointing
-from hello_agents_rl.trainers.fast.sampling.decoder import architecture_blocker, base_model
-from hello_agents_rl.trainers.fast.verified import ENV_SWITCH, enabled
-
-
-def shared_prefix_blocker(model: Any, compute_aux_loss: bool = False, extra: dict | None = None) -> str | None:
-    """Why the shared-prompt forward cannot stand in for TRL's full forward here (None: it can)."""
-    if not enabled():
-        return f"{ENV_SWITCH}=0"
-    if compute_aux_loss or any(v is not None for v in (extra or {}).values()):
-        return "multimodal inputs or MoE aux loss"
-    base = base_model(model)
-    blocker = architecture_blocker(getattr(base, "config", None))
-    if blocker:
-        return blocker
-    if model_is_checkpointing(base):
-        return "gradient checkpointing"
-    return None
+from hello_agents_rl.trainers.fast.sampling.decoder import base_model
 
 
 def _cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base_model(model).model.forward).parameters else "past_key_values"
 
 
-def shared_prefix_logps(
+def module_path_logps(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, compute_entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """TRL's per-token log-probs (and entropies) of the last `logits_to_keep` tokens, computing each distinct
