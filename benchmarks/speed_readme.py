@@ -1,4 +1,4 @@
-"""The README's speed table, from the GRPO speed benchmarks' own results (issue 22's targets).
+"""The speed table (docs/performance.md's `speed` block), from the GRPO speed benchmarks' own results (issue 22's targets).
 
     python benchmarks/speed_readme.py --record RUNS.json [RUNS.json ...] --commands CMD [CMD ...]
     python benchmarks/speed_readme.py            # docs/speed.json -> the README block only
@@ -72,7 +72,7 @@ def render_readme(recorded: dict) -> str:
     commands = list(dict.fromkeys(r["command"] for r in recorded.values()))
     return ("\n".join(lines) + "\n\nMedians over rounds, variants alternating, each run its own process. Commands: "
             + "; ".join(f"`{c}`" for c in commands) + ". Roofline tables (each phase against the machine's own "
-            "limits, measured in the same run): [docs/performance.md](docs/performance.md).\n")
+            "limits, measured in the same run): below.\n")
 
 
 def main() -> int:

@@ -91,6 +91,48 @@ def test_agent_and_its_limit_keys_are_checked_together(tmp_path: Path) -> None:
                               "tools": ["calculator", type("Tool", (), {"get_parameters": 0, "run_with_timing": 0})()]})
 
 
+@pytest.mark.parametrize("tools", [["calculator"], [lambda x: x], ["math:sqrt"]])
+def test_an_agent_refuses_every_form_of_tools(tools: list, tmp_path: Path) -> None:
+    """Built-in names and functions beside an agent used to be dropped without a word."""
+    with pytest.raises(ConfigError, match="`tools`: the agent's tools are its tool_registry's"):
+        RLTrainingTool().run({"action": "train", "algorithm": "grpo", "agent": ReActShaped(), "tools": tools,
+                              "output_dir": str(tmp_path / "run")})
+
+
+@pytest.mark.parametrize(("limit", "value", "needs"), [("max_steps", 1, 2), ("max_steps", 0, 2),
+                                                        ("max_tool_iterations", 0, 1)])
+def test_an_agent_that_never_calls_a_tool_is_refused(limit: str, value: int, needs: int, tmp_path: Path) -> None:
+    agent = ReActShaped()
+    if limit == "max_tool_iterations":  # SimpleAgent's name for it
+        agent.max_tool_iterations = value
+    else:
+        agent.max_steps = value
+    with pytest.raises(ConfigError, match=rf"`agent`: the agent never calls a tool \({limit}={value}.*at least {needs}"):
+        RLTrainingTool().run({"action": "train", "algorithm": "grpo", "agent": agent,
+                              "output_dir": str(tmp_path / "run")})
+    assert not (tmp_path / "run").exists()
+
+
+def test_two_hello_agents_tools_with_one_name_are_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry keeps the second of two same-named tools: one would never be called."""
+    import types
+
+    from hello_agents_rl.rollouts import agent_spec as spec_module
+
+    class Registry:
+        def __init__(self) -> None:
+            self.tools: dict[str, Any] = {}
+
+        def register_tool(self, tool: Any) -> None:
+            self.tools[tool.name] = tool
+
+    monkeypatch.setitem(sys.modules, "hello_agents", types.SimpleNamespace(ToolRegistry=Registry))
+    first = type("Calculator", (), {"name": "calc"})()
+    second = type("OtherCalculator", (), {"name": "calc"})()
+    with pytest.raises(ConfigError, match=r"two tools are named 'calc' \(.*Calculator and .*OtherCalculator\)"):
+        spec_module._registry_of([first, second])
+
+
 def test_an_agents_schema_reaches_the_chat_template_as_it_is() -> None:
     """A nested schema the agent sends is rendered unchanged (no conversion to a Python function and back), and TRL
     finds the tool by its name."""
@@ -192,12 +234,10 @@ def test_the_agent_demo_says_how_to_install_hello_agents(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_a_model_served_by_a_relative_path_is_reached_by_the_name_the_server_answers_to(
-        tool_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the server is pinned to the resolved folder: a client sending the relative path gets HTTP 400 on every call,
-    # which hello-agents swallows (the agent answers nothing), so the agent demo asks the server for its name first
+def test_the_served_model_answers_to_any_name(tool_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the server is pinned to the resolved folder; a client sending the relative path, or the docs' "m", used to get
+    # HTTP 400 on every call, which hello-agents swallows (the agent answers nothing)
     import os
-    import urllib.error
     import urllib.request
 
     from hello_agents_rl.workflows.serve import running, served_model_id
@@ -206,8 +246,24 @@ def test_a_model_served_by_a_relative_path_is_reached_by_the_name_the_server_ans
     relative = os.path.relpath(tool_model)
     with running(relative) as base_url:
         assert served_model_id(base_url) == str(Path(tool_model).resolve())
-        body = json.dumps({"model": relative, "messages": [{"role": "user", "content": "1"}], "max_tokens": 1})
-        request = urllib.request.Request(f"{base_url}/chat/completions", body.encode(),
-                                         {"Content-Type": "application/json"})
-        with pytest.raises(urllib.error.HTTPError, match="400"):
-            urllib.request.urlopen(request, timeout=60)
+        for name in (relative, "m"):
+            body = json.dumps({"model": name, "messages": [{"role": "user", "content": "1"}], "max_tokens": 1})
+            request = urllib.request.Request(f"{base_url}/chat/completions", body.encode(),
+                                             {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                assert reply.status == 200 and json.loads(reply.read())["choices"], name
+
+
+def test_an_agent_setup_unlike_the_starting_models_is_named() -> None:
+    """hello-agents 1.0.0's default Config adds Skill, Task, TodoWrite and DevLog: a model SFT-trained with the
+    calculator alone then sees five tools, and its reward stays 0 with no word of why."""
+    from hello_agents_rl.trainers.agent_run import mismatch
+
+    trained = {"system_prompt": "Multiply with the calculator.", "agent": {"tools": ["calculator"]}}
+    same = {"system_prompt": "Multiply with the calculator.", "agent": {"tools": ["calculator"]}}
+    extra = {"system_prompt": "You are helpful.", "agent": {"tools": ["calculator", "Skill", "Task"]}}
+    assert mismatch(trained, same) is None and mismatch(None, extra) is None
+    said = mismatch(trained, extra)
+    assert "tools ['calculator'] then, ['calculator', 'Skill', 'Task'] now (new: Skill, Task)" in said
+    assert "system prompt 'Multiply with the calculator.' then, 'You are helpful.' now" in said
+    assert "docs/agentic.md" in said

@@ -103,8 +103,62 @@ def test_mapping_to_trl_fields() -> None:
     assert args["save_steps"] == 500 and args["logging_steps"] == 100
     assert args["scale_rewards"] == "none", "advantage = r - group mean, as the seed defines it"
     assert args["chat_template_kwargs"] == {"enable_thinking": False}
-    sft = trl_args(parse({**SEED_FIRST, "algorithm": "sft", "output_dir": "/tmp/x"}))
+    sft_keys = {k: v for k, v in SEED_FIRST.items() if k not in ("num_generations", "kl_coef", "reward_type")}
+    sft = trl_args(parse({**sft_keys, "algorithm": "sft", "output_dir": "/tmp/x"}))
     assert sft["per_device_train_batch_size"] == 4 and "beta" not in sft
+
+
+def test_each_key_reaches_the_field_trl_peft_and_transformers_call_it() -> None:
+    """config/their_names.py is the one table: trl_args sets each field from its key, and docs/usage.md lists it."""
+    import dataclasses
+
+    from peft import LoraConfig
+    from trl import GRPOConfig
+
+    from hello_agents_rl.config.their_names import THEIR_NAME_FOR
+    from hello_agents_rl.trainers.args import lora_for
+
+    cfg = parse({**SEED_FULL, "output_dir": "/tmp/x", "clip_range_high": 0.28, "lora_target_modules": ["q_proj"],
+                 "tools": ["calculator"], "max_tool_turns": 3})
+    args, lora = trl_args(cfg), lora_for(cfg)
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)} | {f.name for f in dataclasses.fields(LoraConfig)}
+    mapping = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text(encoding="utf-8")
+    for ours, theirs in THEIR_NAME_FOR.items():
+        assert theirs in fields, theirs
+        value = args[theirs] if theirs in args else getattr(lora, theirs)
+        value = sorted(value) if isinstance(value, set) else value  # PEFT keeps target_modules as a set
+        expected = getattr(cfg, ours) * (cfg.num_generations if ours == "batch_size" else 1)  # TRL counts completions
+        assert value == expected, (ours, theirs)
+        assert f"| `{ours}` | `{theirs}` |" in mapping, f"docs/usage.md's mapping table lacks {ours} -> {theirs}"
+
+
+@pytest.mark.parametrize(("params", "said"), [
+    ({"beta": 0.1, "epsilon_high": 0.28}, ["`beta`: unknown parameter for action 'train'; did you mean `kl_coef`?",
+                                          "`epsilon_high`: unknown parameter for action 'train'; did you mean "
+                                          "`clip_range_high`?"]),
+    ({"per_device_train_batch_size": 2, "max_completion_length": 64, "bogus": 1},
+     ["did you mean `batch_size`?", "did you mean `max_new_tokens`?", "`bogus`: unknown parameter"]),
+])
+def test_trls_names_get_ours_and_every_unknown_key_is_named_at_once(params: dict, said: list[str]) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse({"action": "train", **params})
+    for text in said:
+        assert text in str(refused.value)
+
+
+@pytest.mark.parametrize(("algorithm", "keys"), [
+    ("sft", {"loss_type": "grpo", "clip_range_high": 0.3, "top_entropy_quantile": 0.2, "kl_coef": 0.1,
+             "mask_truncated_completions": True, "importance_sampling_level": "sequence", "scale_rewards": "group",
+             "num_generations": 8, "temperature": 0.9, "reward_type": "step"}),
+    ("grpo", {"max_length": 512}),
+])
+def test_a_key_only_the_other_algorithm_reads_is_refused(algorithm: str, keys: dict, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="read only by algorithm") as refused:
+        RLTrainingTool().run({"action": "train", "algorithm": algorithm, "output_dir": str(tmp_path / "out"), **keys})
+    assert all(f"`{key}`" in str(refused.value) for key in keys), "every misplaced key named at once"
+    assert not (tmp_path / "out").exists()
+    pipeline = parse({"action": "pipeline", "kl_coef": 0.1, "max_length": 256})  # shared keys go where they are read
+    assert pipeline.stage("grpo").kl_coef == 0.1 and pipeline.stage("sft").max_length == 256
 
 
 def test_defaults_by_algorithm() -> None:

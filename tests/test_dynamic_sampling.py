@@ -184,3 +184,63 @@ def test_a_run_where_no_group_varies_completes_without_an_update(tiny_model: str
     adapter = load_file(str(out / "adapter" / "adapter_model.safetensors"))
     lora_b = [t for name, t in adapter.items() if "lora_B" in name]
     assert lora_b and all(t.abs().sum() == 0 for t in lora_b), "no update: LoRA's B is still its zero start"
+
+
+def test_group_chunks_split_whole_groups_over_the_steps_and_keep_every_row() -> None:
+    from hello_agents_rl.trainers.dynamic_sampling import group_chunks
+
+    for groups, group, steps in ((1, 2, 4), (3, 3, 4), (5, 2, 2), (4, 4, 4)):
+        rows = groups * group
+        batch = {"completion_ids": torch.arange(rows)[:, None], "completion_mask": torch.ones(rows, 1),
+                 "advantages": torch.arange(rows, dtype=torch.float), "num_items_in_batch": torch.tensor(rows)}
+        chunks = group_chunks(batch, group, steps)
+        assert len(chunks) == steps
+        seen = torch.cat([c["completion_ids"].flatten() for c in chunks]).tolist()
+        assert sorted(seen) == list(range(rows)), "every kept row trained once"
+        for chunk in chunks:
+            ids = chunk["completion_ids"].flatten().tolist()
+            assert len(ids) % group == 0 and {i // group for i in ids[::group]} == {i // group for i in ids}
+            assert all(ids[k:k + group] == list(range(ids[k], ids[k] + group)) for k in range(0, len(ids), group))
+            assert int(chunk["num_items_in_batch"]) == rows, "the round's token count, as TRL's split keeps it"
+        sizes = [len(c["completion_ids"]) // group for c in chunks]
+        assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generations", [2, 3])
+def test_the_groups_logged_as_varied_are_the_groups_trained(generations: int, tiny_model: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """gradient_accumulation_steps 4, one prompt per micro-step: a round of 4 groups of which 1-3 vary used to
+    train none of them (TRL's equal split of their rows over 4 steps dropped the remainder)."""
+    from hello_agents_rl.trainers import dynamic_sampling
+
+    trained: list[int] = []  # the rows each micro-step's loss is computed on
+    real_class = dynamic_sampling.dynamic_sampling_class
+
+    def counting_class(base: type) -> type:
+        cls = real_class(base)
+
+        class Counting(cls):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                trained.append(int(inputs["completion_ids"].size(0)))
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+        return Counting
+
+    monkeypatch.setattr(dynamic_sampling, "dynamic_sampling_class", counting_class)
+    out = tmp_path / "run"
+    result = RLTrainingTool().run({
+        "action": "train", "algorithm": "grpo", "model_name": tiny_model, "output_dir": str(out),
+        "dataset": "arithmetic", "max_samples": 16, "max_steps": 3, "batch_size": 1, "num_generations": generations,
+        "gradient_accumulation_steps": 4, "max_new_tokens": 8, "logging_steps": 1, "save_steps": 100,
+        "report_to": ["none"], "reward_type": parity_reward, "dynamic_sampling": "skip", "seed": 3})
+    assert result["status"] == "completed"
+    logs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [e for e in logs if GROUPS in e]
+    assert len(steps) == 3 and len(trained) == 12, "4 micro-steps per optimizer step"
+    for step, entry in enumerate(steps):
+        varied = round((1 - entry[ZERO_VARIANCE]) * 4)
+        assert entry[GROUPS] == varied, entry
+        rows = trained[4 * step: 4 * step + 4]
+        assert sum(rows) == varied * generations and all(r % generations == 0 for r in rows), (rows, entry)
+    assert any(0 < e[GROUPS] < 4 for e in steps), "a step with some groups varied and some not"

@@ -151,22 +151,74 @@ def _private_names_used() -> dict[str, str]:
 
 
 def _defined_here() -> set[str]:
-    """Private names the package defines itself (functions, classes, assignments, attributes it sets)."""
+    """Private names the package defines itself: its functions and classes, the names it assigns, the attributes
+    it sets on its own objects (self, cls), a stand-in's keyword attributes. Not a method of a subclass that TRL's
+    or transformers' base classes define too (an override), nor an attribute set on another library's class (a
+    replacement): those are coupling, and coupling.py must list them."""
     import ast
 
+    from transformers import Trainer, TrainerCallback
+
+    foreign = (trl.GRPOTrainer, trl.SFTTrainer, Trainer, TrainerCallback)
     names = set()
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+                   if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
+                if not (id(node) in methods and any(hasattr(base, node.name) for base in foreign)):
+                    names.add(node.name)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     for part in ast.walk(target):
-                        names |= {part.id} if isinstance(part, ast.Name) else {part.attr} if isinstance(
-                            part, ast.Attribute) else set()
+                        if isinstance(part, ast.Name):
+                            names.add(part.id)
+                        elif isinstance(part, ast.Attribute) and ast.unparse(part.value) in ("self", "cls"):
+                            names.add(part.attr)
             elif isinstance(node, ast.keyword) and node.arg:
                 names.add(node.arg)  # SimpleNamespace(_tokenizer=...): a stand-in's attributes
     return {n for n in names if n.startswith("_")}
+
+
+def test_an_override_or_a_replacement_of_another_librarys_private_method_counts_as_coupling() -> None:
+    defined = _defined_here()
+    assert "_get_tool_suffix_ids" not in defined, "agent_run.py overrides TRL's: not a name of ours"
+    assert "_validate_request" not in defined, "transformers_serve.py replaces transformers': not a name of ours"
+    assert {"_get_tool_suffix_ids", "_validate_request"} <= {name for _, _, name in coupling.REPLACED_METHODS}
+    for module, owner, name in coupling.REPLACED_METHODS:
+        assert coupling.replaced_blocker(module, owner, name) is None, (owner, name)
+
+
+def test_a_replaced_method_whose_signature_changed_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trl.GRPOTrainer, "_get_tool_suffix_ids", lambda self, messages, extra: [1])
+    assert "changed the signature" in coupling.replaced_blocker("trl", "GRPOTrainer", "_get_tool_suffix_ids")
+    from hello_agents_rl.trainers.agent_run import trainer_class
+
+    spec = type("Spec", (), {"finish_tool": "Finish"})()
+    with pytest.raises(RuntimeError, match="changed the signature of GRPOTrainer._get_tool_suffix_ids"):
+        trainer_class(trl.GRPOTrainer, spec)
+
+
+def test_a_run_whose_log_lacks_a_metric_it_reads_says_which_once(capsys: pytest.CaptureFixture) -> None:
+    from types import SimpleNamespace
+
+    from hello_agents_rl.trainers.callbacks import ConsoleProgress
+
+    console = ConsoleProgress()
+    state = SimpleNamespace(is_world_process_zero=True, num_train_epochs=1, epoch=0.5, global_step=1, max_steps=2)
+    args = SimpleNamespace(beta=0.05)
+    renamed = {"loss": 0.1, "rewards/mean": 0.4, "kl": 0.01, "frac_reward_zero_std": 0.0,
+               "completions/clipped_ratio": 0.0}
+    console.on_log(args, state, None, logs=renamed)
+    console.on_log(args, state, None, logs=renamed)
+    out = capsys.readouterr().out
+    assert out.count("TRL logged no reward (renamed in this TRL?)") == 1, out
+    assert "reward feeds the console line, the doctor" in out
+    quiet = ConsoleProgress()
+    quiet.on_log(SimpleNamespace(beta=0.0), state, None,
+                 logs={k: v for k, v in renamed.items() if k != "kl"} | {"reward": 0.4})
+    assert "[warning]" not in capsys.readouterr().out, "no kl is expected with kl_coef 0"
 
 
 def test_the_agent_needs_are_listed_in_coupling() -> None:
@@ -178,6 +230,7 @@ def test_the_agent_needs_are_listed_in_coupling() -> None:
 
 def test_every_private_name_of_another_library_is_listed_in_coupling() -> None:
     listed = {*coupling.OVERRIDDEN_METHODS, *(name for _, _, name in coupling.CALLED_METHODS),
+              *(name for _, _, name in coupling.REPLACED_METHODS),
               coupling.BORROWED_METHOD[2], *coupling.BORROWED_READS, *coupling.ATTRIBUTES_READ,
               *coupling.HELLO_AGENTS_READS,
               *coupling.DYNAMIC_SAMPLING_METHODS, *coupling.DYNAMIC_SAMPLING_ATTRIBUTES}

@@ -74,11 +74,11 @@ def _batch(vocab: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
 # --- the switches --------------------------------------------------------------------------------------------
 
 
-def test_the_readme_counts_the_switches_and_there_are_few() -> None:
+def test_the_docs_count_the_switches_and_there_are_few() -> None:
     words = {5: "five", 6: "six", 7: "seven", 8: "eight"}
     assert len(switches.OPTIMISATIONS) in words, "at most 8 switches: each must pay its way on the step"
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"any of its {words[len(switches.OPTIMISATIONS)]} optimisations" in " ".join(readme.split())
+    page = (Path(__file__).resolve().parents[1] / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert f"any of its {words[len(switches.OPTIMISATIONS)]} optimisations" in " ".join(page.split())
 
 
 def test_switches_turn_off_by_name_and_refuse_typos(monkeypatch: pytest.MonkeyPatch) -> None:

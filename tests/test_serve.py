@@ -147,11 +147,18 @@ print(json.dumps(answers))
 
 @pytest.mark.slow
 def test_a_hello_agents_agent_answers_through_the_server(served: dict, fresh_venv: Callable[[], Venv]) -> None:
-    """hello-agents 1.0.0 from the registry, in its own environment, pointed at the server: evaluate's answers."""
+    """hello-agents 1.0.0 from the registry, in its own environment, pointed at the server with the model name
+    docs/agentic.md's snippet gives (not the server's own id: it serves its one model under any name):
+    evaluate's answers."""
+    import re
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "agentic.md").read_text(encoding="utf-8")
+    name = re.search(r'HelloAgentsLLM\(model="([^"]+)"', docs)[1]
+    assert name != served["model"]
     venv = fresh_venv()
     venv.pip("install", "hello-agents==1.0.0")
     questions = [d["question"] for d in served["details"]]
-    out = venv.run("-c", AGENT, json.dumps([served["base_url"], served["model"], served["system"], questions]))
+    out = venv.run("-c", AGENT, json.dumps([served["base_url"], name, served["system"], questions]))
     answers = json.loads(out.strip().splitlines()[-1])
     assert [a.strip() for a in answers] == [d["completion"].strip() for d in served["details"]]  # as above
 

@@ -359,3 +359,18 @@ def test_evaluate_gives_its_tool_timeout_to_the_guards(monkeypatch: pytest.Monke
     with pytest.raises(Seen):
         evaluation.evaluate_config(None, None, [], cfg)
     assert seen == [0.5] and "tool_timeout" in EVALUATION_KEYS
+
+
+def test_the_runs_failed_call_rate_is_its_failures_over_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's result once gave failures 23 of 27 calls beside failed_call_rate 0.0 (the last step's)."""
+    from types import SimpleNamespace
+
+    from hello_agents_rl.trainers import tool_run
+
+    stats = ToolStats()
+    stats.calls, stats.failures = 27, 23
+    monkeypatch.setattr(tool_run, "stats_of", lambda _: stats)
+    result = tool_run.tool_results(SimpleNamespace(fast_path=None), [
+        {"tools/call_frequency": 1.0, "tools/failure_frequency": 0.0, "tools/call_rate": 1.0}])
+    assert result["calls"] == 27 and result["failures"] == 23
+    assert result["failed_call_rate"] == pytest.approx(23 / 27)

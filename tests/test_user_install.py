@@ -71,8 +71,8 @@ def test_a_clean_environment_installs_the_wheel_beside_hello_agents_and_runs_the
     assert result["fast_path"]["sampler"] or any("verified" in r for r in reasons), (installed, reasons)
 
 
-def test_the_readme_states_the_declared_ranges_and_the_tested_ends() -> None:
-    """README's version table = pyproject's ranges, requirements-oldest.txt's and requirements.lock's pins."""
+def test_the_install_page_states_the_declared_ranges_and_the_tested_ends() -> None:
+    """docs/install.md's version table = pyproject's ranges, requirements-oldest.txt's and requirements.lock's pins."""
     import re
 
     import tomllib
@@ -87,7 +87,7 @@ def test_the_readme_states_the_declared_ranges_and_the_tested_ends() -> None:
         return dict(re.findall(r"^([A-Za-z0-9_-]+)==(\S+)", (root / name).read_text(), re.M))
 
     oldest, lock = pins("requirements-oldest.txt"), pins("requirements.lock")
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (root / "docs" / "install.md").read_text(encoding="utf-8")
     rows = {m[0]: (m[1], m[2], m[3]) for m in re.findall(
         r"^\| (\w+)(?: \(`\[vllm\]`\))? \| `([^`]+)` \| ([^|]+?) \| ([^|]+?) \|$", readme, re.M)}
     for name in ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm"):
@@ -96,3 +96,22 @@ def test_the_readme_states_the_declared_ranges_and_the_tested_ends() -> None:
         if name in lock:
             assert tested_lock.startswith(lock[name]), name
             assert tested_oldest.startswith(oldest.get(name, lock[name])), name
+
+
+@pytest.mark.slow
+def test_the_agent_extra_installs_beside_the_lock_without_moving_a_pin() -> None:
+    """`pip install 'hello-agents-rl[agent]'` in the tested set adds hello-agents and what it needs, and changes no
+    package the lock pins (hello-agents 1.0.0 wants openai<2: the lock's openai must be a 1.x)."""
+    import re
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["agent"]
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(\S+)", (root / "requirements.lock").read_text(), re.M))
+    report = json.loads(run_command(sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
+                                    "--disable-pip-version-check", "--report", "-", *extra, timeout=600))
+    moved = {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in report["install"]
+             if item["metadata"]["name"].lower().replace("_", "-") in {p.lower().replace("_", "-") for p in pins}}
+    assert moved == {}, f"installing {extra} would move pinned packages: {moved}"
+    assert any(item["metadata"]["name"] == "hello-agents" for item in report["install"])

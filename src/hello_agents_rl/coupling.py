@@ -4,8 +4,10 @@ Private names change without a deprecation: an override TRL no longer calls woul
 read through a default would silently stop meaning what TRL means. So the fast trainer checks these before its
 first step (versions and methods before TRL's `__init__`, attributes right after it) and, on any miss, runs TRL's
 own code for the whole run with the missing name in `fast_path`'s fallbacks and a warning; the evaluation rollout
-loop checks the method it borrows before calling it; dynamic sampling refuses to start without what it hooks. tests/test_fast_coupling.py checks that no other private name
-of TRL or transformers is used anywhere in the package.
+loop checks the method it borrows before calling it; dynamic sampling refuses to start without what it hooks; the
+agent trainer and the server check what they replace. tests/test_fast_coupling.py checks that no other private
+name of TRL or transformers is used anywhere in the package, and a run whose first log lacks a metric it reads
+says which.
 """
 
 from __future__ import annotations
@@ -118,14 +120,54 @@ def instance_blocker(trainer: Any, trl_trainer_class: type) -> str | None:
 # (returning completion ids at [1] and completions at [3]), then the no-grad forwards, then `_calculate_rewards`
 # with the same `prompts` and `completions` objects. A run checks that each round went so (dynamic_sampling.py).
 DYNAMIC_SAMPLING_METHODS = {
+    "_prepare_inputs": ("self", "generation_batch"),
     "_generate_and_score_completions": ("self", "inputs"),
     "_generate": ("self", "prompts"),
     "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
     **{name: OVERRIDDEN_METHODS[name] for name in ("_get_per_token_logps_and_entropies", "compute_loss")},
 }
 # Attributes it reads after TRL's __init__: reward weights and group size (which groups vary), the metrics it
-# logs to, the pad token (joining refill rounds), the data and step (drawing refill prompts).
-DYNAMIC_SAMPLING_ATTRIBUTES = ("reward_weights", "num_generations", "_metrics", "_tokenizer", "train_dataset", "state")
+# logs to, the pad token (joining refill rounds), the data and step (drawing refill prompts), and the micro-step
+# counter and buffer of _prepare_inputs (splitting a round's batch into whole groups).
+DYNAMIC_SAMPLING_ATTRIBUTES = ("reward_weights", "num_generations", "_metrics", "_tokenizer", "train_dataset", "state",
+                               "num_iterations", "_step", "_buffered_inputs")
+
+
+# Private methods other parts of the package override or replace, with the leading parameters they are called with
+# and what relies on them: (module, class, method) -> (parameters, what). Each part checks its entry before use.
+REPLACED_METHODS = {
+    ("trl", "GRPOTrainer", "_get_tool_suffix_ids"): (
+        ("self", "tool_messages"), "trainers/agent_run.py: a ReActAgent's Finish ends its rollout, through TRL "
+        "rolling back a round whose tool messages are longer than the completion budget"),
+    ("transformers.cli.serving.chat_completion", "ChatCompletionHandler", "_validate_request"): (
+        ("self", "body"), "workflows/transformers_serve.py: tool_choice refused, any model name served"),
+}
+# TRL's logged metrics that the console line, the training doctor and dynamic sampling read (TRL renames them at
+# times): name -> what reads it, and whether a run logs it always (False: only in some configurations).
+METRICS_READ = {
+    "loss": ("the console line, the doctor", True),
+    "reward": ("the console line, the doctor", True),
+    "kl": ("the console line, the doctor (TRL logs it when kl_coef > 0)", False),
+    "frac_reward_zero_std": ("the doctor's zero-variance finding", True),
+    "completions/clipped_ratio": ("the doctor's truncation finding", True),
+}
+
+
+def replaced_blocker(module: str, owner: str, name: str) -> str | None:
+    """Why the package's override or replacement of module.owner.name would not be called as written (None: it
+    would)."""
+    expected, _ = REPLACED_METHODS[(module, owner, name)]
+    method = getattr(getattr(importlib.import_module(module), owner, None), name, None)
+    if method is None:
+        return f"{module} has no {owner}.{name} any more"
+    if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
+        return f"{module} changed the signature of {owner}.{name}"
+    return None
+
+
+def missing_metrics(logs: dict[str, Any], kl_logged: bool) -> list[str]:
+    """The metrics of METRICS_READ a training log lacks (kl only where kl_coef > 0)."""
+    return [name for name, (_, always) in METRICS_READ.items() if name not in logs and (always or kl_logged)]
 
 
 def methods_blocker(trl_trainer_class: type, methods: dict[str, tuple[str, ...]]) -> str | None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from hello_agents_rl.config.their_names import OUR_KEY_FOR
 from hello_agents_rl.errors import ConfigError, did_you_mean
 from hello_agents_rl.paths import local_path_problem, writable_problem
 
@@ -106,25 +107,32 @@ def first_error(error: ValidationError, model: type[BaseModel]) -> str:
 
 def nested(model: type[BaseModel], params: dict[str, Any], section: str) -> Any:
     """A section of another config (search's base, a pipeline stage) validated as `model`; keys named `section.key`."""
-    unknown = [key for key in params if key not in model.model_fields]
+    known = list(model.model_fields)
+    unknown = [key for key in params if key not in known]
     if unknown:
-        raise ValueError(f"`{section}.{unknown[0]}`: unknown parameter{did_you_mean(unknown[0], list(model.model_fields))}")
+        raise ValueError("; ".join(f"`{section}.{key}`: unknown parameter{suggestion(key, known)}" for key in unknown))
     try:
         return model(**params)
     except ValidationError as error:
         raise ValueError(f"`{section}`: " + first_error(error, model)) from None
 
 
+def suggestion(key: str, known: list[str]) -> str:
+    """'; did you mean `x`?': our key for TRL's or PEFT's name of it, else the closest known name."""
+    ours = OUR_KEY_FOR.get(key)
+    if ours in known:
+        return f"; did you mean `{ours}`? (TRL's `{key}` is our `{ours}`)"
+    return did_you_mean(key, known)
+
+
 def validate(model: type[BaseModel], params: dict[str, Any]) -> Any:
-    """Validate parameters against one action's model; raise ConfigError naming the key and the fix."""
+    """Validate parameters against one action's model; raise ConfigError naming every unknown key and the fix."""
     action = params.get("action", "train")
     known = list(model.model_fields)
-    for key in params:
-        if key not in known:
-            raise ConfigError(
-                f"`{key}`: unknown parameter for action {action!r}{did_you_mean(key, known)} "
-                f"(run `hello-agents-rl {action} --help` for the list)"
-            )
+    unknown = [key for key in params if key not in known]
+    if unknown:
+        each = "; ".join(f"`{key}`: unknown parameter for action {action!r}{suggestion(key, known)}" for key in unknown)
+        raise ConfigError(f"{each} (run `hello-agents-rl {action} --help` for the list)")
     for key, value in params.items():  # NaN slips through pydantic's gt/ge checks
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"`{key}`: must be a finite number (got {value})")

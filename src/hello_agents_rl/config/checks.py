@@ -54,8 +54,9 @@ def check_agent_keys(agent: Any, tools: list[Any], environment: Any, max_tool_tu
                          "ToolRegistry), which train as the agent sends them, or functions and built-in names")
     if (theirs or agent is not None) and environment is not None:
         raise ValueError("`environment`: an agent's tools are its registry's; drop `environment` or the agent")
-    if theirs and agent is not None:
-        raise ValueError("`tools`: the agent's tools are its tool_registry's; drop `tools` or register them with it")
+    if tools and agent is not None:
+        raise ValueError("`tools`: the agent's tools are its tool_registry's, and training uses those alone; drop "
+                         "`tools`, or register them with the agent (hello-agents Tools)")
     if not theirs and agent is None:
         return {}
     agent = agent if agent is not None else implicit_agent(theirs)

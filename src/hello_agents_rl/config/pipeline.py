@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
 from hello_agents_rl.config.base import SectionOf, WritableFolder, nested
 from hello_agents_rl.config.evaluate import EvaluateConfig, evaluation_of
-from hello_agents_rl.config.train import TrainConfig
+from hello_agents_rl.config.train import TrainConfig, misplaced_keys
 
 
 class PipelineConfig(TrainConfig):
     """`action: pipeline` -- evaluate the base, SFT, evaluate, GRPO from the SFT model, evaluate, report.
 
-    Any train key at the top level applies to both stages; `sft` and `grpo` override it per stage.
+    Any train key at the top level applies to the stages that read it (`kl_coef` to GRPO only); `sft` and `grpo`
+    override it per stage.
     """
 
+    one_algorithm: ClassVar[bool] = False
     output_dir: WritableFolder | None = Field("./models/pipeline", description="Root folder: sft/, grpo/, training_results.json, report.")
     sft: Annotated[dict[str, Any], SectionOf(TrainConfig)] = Field(default_factory=dict, description="SFT parameters (any train key), over the shared ones.")
     grpo: Annotated[dict[str, Any], SectionOf(TrainConfig)] = Field(default_factory=dict, description="GRPO parameters (any train key), over the shared ones.")
@@ -27,7 +29,8 @@ class PipelineConfig(TrainConfig):
 
     def stage(self, algorithm: str, model_name: str | None = None) -> TrainConfig:
         """One stage's full, validated TrainConfig: the keys the user set at the top, then the stage's own."""
-        shared = self.model_dump(exclude_unset=True, exclude={"action", "algorithm", "sft", "grpo", "evaluation"})
+        shared = self.model_dump(exclude_unset=True, exclude={"action", "algorithm", "sft", "grpo", "evaluation",
+                                                               *misplaced_keys(algorithm, self.model_fields_set)})
         overrides = self.sft if algorithm == "sft" else self.grpo
         params = {**shared, "output_dir": str(Path(self.output_dir) / algorithm), **overrides, "algorithm": algorithm}
         if model_name is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from importlib.util import find_spec
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -41,11 +41,29 @@ class ModelConfig(Base):
 # million weights and wants ~10x more: on SmolLM2, 1e-5 left the KL under 0.001 ("not learning") and 1e-4 learnt
 # (benchmarks/lora_lr_search.py measures it and fails when this default stops learning).
 DEFAULT_LEARNING_RATES = {("grpo", False): 1e-5, ("grpo", True): 1e-4, ("sft", False): 2e-5, ("sft", True): 2e-4}
+# Keys only one algorithm reads: given to the other, they would be ignored without a word, so they are refused.
+ONLY_FOR = {
+    **dict.fromkeys((
+        "num_generations", "temperature", "top_p", "kl_coef", "clip_range", "scale_rewards", "loss_type",
+        "importance_sampling_level", "clip_range_high", "mask_truncated_completions", "top_entropy_quantile",
+        "sapo_temperature_pos", "sapo_temperature_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+        "vespo_lambda_neg", "dynamic_sampling", "dynamic_sampling_rounds", "steps_per_generation", "use_vllm",
+        "vllm_mode", "vllm_gpu_memory_utilization", "vllm_max_model_length", "vllm_server_host", "vllm_server_port",
+        "log_completions_steps", "kl_target", "reward_type", "reward_config", "tool_reward", "reward_failure_value",
+        "environment"), "grpo"),
+    "max_length": "sft",
+}
+
+
+def misplaced_keys(algorithm: str, keys: set[str]) -> list[str]:
+    """The given keys that only the other algorithm reads."""
+    return sorted(key for key in keys if ONLY_FOR.get(key, algorithm) != algorithm)
 
 
 class TrainConfig(DataConfig, ModelConfig):
     """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
 
+    one_algorithm: ClassVar[bool] = True  # every key given is for `algorithm` (a pipeline's go to the stages)
     algorithm: Literal["sft", "grpo"] = Field("grpo", description="sft (imitation) or grpo (reinforcement learning).")
     output_dir: WritableFolder | None = Field(None, description="Where the model, checkpoints and logs go; None = ./models/<algorithm>_model.")
     overwrite_output_dir: bool = Field(False, description="Allow training into a folder that holds a finished run.")
@@ -231,6 +249,11 @@ class TrainConfig(DataConfig, ModelConfig):
 
     @model_validator(mode="after")
     def _resolve(self) -> TrainConfig:
+        misplaced = misplaced_keys(self.algorithm, self.model_fields_set) if self.one_algorithm else []
+        if misplaced:
+            other = ONLY_FOR[misplaced[0]]
+            raise ValueError(f"`{misplaced[0]}`: read only by algorithm {other}, and this run is {self.algorithm}; "
+                             f"remove {', '.join(f'`{key}`' for key in misplaced)}, or set algorithm: {other}")
         if self.learning_rate is None:
             default = DEFAULT_LEARNING_RATES[(self.algorithm, self.use_lora)]
             object.__setattr__(self, "learning_rate", default)

@@ -204,10 +204,18 @@ def run(argv: list[str] | None = None) -> int:
                        seed=args.seed, quick=args.quick, model=args.model)
         return 0
     if args.command == "demo":
-        from hello_agents_rl.workflows.demo import run_demo
+        import signal
+
+        from hello_agents_rl.workflows.demo import DemoInterrupted, run_demo
 
         out = "outputs/demo_real" if args.model == "smollm2" and args.output_dir == "outputs/demo" else args.output_dir
-        run_demo(out, seed=args.seed, quick=args.quick, model=args.model)
+        try:
+            run_demo(out, seed=args.seed, quick=args.quick, model=args.model)
+        except DemoInterrupted as stopped:
+            print(f"stopped: {stopped}", file=sys.stderr, flush=True)
+            print(f"rerun to resume: hello-agents-rl {' '.join(argv or sys.argv[1:])}", file=sys.stderr, flush=True)
+            number = getattr(signal, stopped.signal_name or "", signal.SIGINT)
+            return 128 + int(number)
         return 0
     from hello_agents_rl.workflows.actions import run as run_action
 

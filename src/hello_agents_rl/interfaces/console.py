@@ -1,4 +1,5 @@
-"""What the console gets from a command: the book's lines; on a pipe or in a file, no progress bars.
+"""What the console gets from a command or a Python call: the book's lines; on a pipe or in a file, no progress
+bars.
 
 The training bar already draws only on a terminal (trainers/callbacks.py, tqdm's `disable=None`). The bars of
 the libraries below it (transformers' "Loading weights" and "Writing model shards", datasets' map bars) draw
@@ -29,6 +30,26 @@ def quiet_console(stream: TextIO | None = None) -> None:
     if not _is_terminal(sys.stderr if stream is None else stream):
         for name in PROGRESS_BAR_SWITCHES:
             os.environ.setdefault(name, "1")
+
+
+def quiet_libraries(stream: TextIO | None = None) -> None:
+    """quiet_console for a call from Python (RLTrainingTool().run): the libraries may be imported already, so
+    their bars are also switched off through their own functions; a terminal keeps them."""
+    quiet_console(stream)
+    if _is_terminal(sys.stderr if stream is None else stream):
+        return
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:  # its bars read the hub's switch once, at import
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
 
 
 def _is_terminal(stream: TextIO | None) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hello_agents_rl.interfaces.console import quiet_libraries
 from hello_agents_rl.workflows import actions
 
 
@@ -18,6 +19,7 @@ class RLTrainingTool:
     description = "Fine-tune small language models with SFT and GRPO; evaluate them; inspect datasets and rewards."
 
     def run(self, params: dict[str, Any]) -> dict[str, Any]:
+        quiet_libraries()  # as quiet as the command line where the output is a file or a pipe
         return actions.run(params)
 
     def get_parameters(self) -> list[dict[str, Any]]:

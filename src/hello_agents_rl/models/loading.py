@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,34 @@ def load_model(name: str, trust_remote_code: bool = False, dtype: torch.dtype | 
             AutoModelForCausalLM, _base_of_adapter(name, key), key, dtype=dtype, trust_remote_code=trust_remote_code
         )
         check_weights(name, key)
-        return PeftModel.from_pretrained(base, name).merge_and_unload()
-    return from_pretrained(AutoModelForCausalLM, name, key, dtype=dtype, trust_remote_code=trust_remote_code)
+        model = PeftModel.from_pretrained(base, name).merge_and_unload()
+    else:
+        model = from_pretrained(AutoModelForCausalLM, name, key, dtype=dtype, trust_remote_code=trust_remote_code)
+    pick_threads(model)
+    return model
+
+
+# Below this many parameters a CPU run takes one torch thread: a small model's products are too short for a second
+# thread to pay, and on a laptop doing other work, threads that spin-wait for a busy core stall every step
+# (benchmarks/threads.py measures both; docs/performance.md). OMP_NUM_THREADS, or HELLO_AGENTS_THREADS=default,
+# leaves the count to the user and torch.
+SMALL_MODEL_PARAMETERS = 20_000_000
+THREADS_SWITCH = "HELLO_AGENTS_THREADS"
+_torch_default_threads: list[int] = []  # torch's own count, before any change of ours
+
+
+def pick_threads(model: Any) -> int:
+    """Set torch's CPU thread count for this model (one for a small one, torch's default otherwise); returns it."""
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get(THREADS_SWITCH) == "default":
+        return torch.get_num_threads()
+    if not _torch_default_threads:
+        _torch_default_threads.append(torch.get_num_threads())
+    on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+    small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS
+    threads = 1 if on_cpu and small else _torch_default_threads[0]
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+    return threads
 
 
 def _has_tokenizer(folder: str) -> bool:

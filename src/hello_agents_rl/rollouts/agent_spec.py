@@ -72,6 +72,11 @@ def check_agent(agent: Any, key: str = "agent") -> None:
     if getattr(agent, "context_builder", None) is not None:
         raise ConfigError(f"`{key}`: the agent has a context_builder, which rewrites its messages at every call; "
                           "training renders the messages of _build_messages only. Fix: train an agent without one.")
+    if _tool_rounds(agent) < 1:
+        limit = ("max_tool_iterations" if hasattr(agent, "max_tool_iterations") else "max_steps")
+        raise ConfigError(f"`{key}`: the agent never calls a tool ({limit}={getattr(agent, limit)} leaves no tool "
+                          f"round), so there is no tool use to train. Fix: raise {limit} (at least "
+                          f"{1 if limit == 'max_tool_iterations' else 2}), or train without the agent.")
     history = getattr(agent, "_history", None) or []
     if len(history):
         raise ConfigError(f"`{key}`: the agent holds {len(history)} messages of history, which it would send before "
@@ -241,9 +246,13 @@ def tool_turn_limit(agent: Any) -> int:
     1.0.1 (one loop, core/runtime.py) and 1.0.0's SimpleAgent: `max_tool_iterations` rounds, then one more call.
     1.0.0's ReActAgent: `max_steps` calls in all, so the results of its last round never reach the model.
     """
+    return _tool_rounds(agent)
+
+
+def _tool_rounds(agent: Any) -> int:
     if hasattr(agent, "max_tool_iterations"):
-        return max(int(agent.max_tool_iterations), 1)
-    return max(int(agent.max_steps) - 1, 1)
+        return int(agent.max_tool_iterations)
+    return int(agent.max_steps) - 1
 
 
 def agent_spec(agent: Any, key: str = "agent") -> AgentSpec:
@@ -269,8 +278,16 @@ def implicit_agent(tools: list[Any]) -> Any:
 def _registry_of(tools: list[Any]) -> Any:
     from hello_agents import ToolRegistry
 
-    registry = ToolRegistry()
+    registry, seen = ToolRegistry(), {}
     for tool in tools:
         for one in tool.get_all_tools() if is_registry(tool) else [tool]:
+            if one.name in seen:  # the registry would keep the second alone
+                raise ConfigError(f"`tools`: two tools are named {one.name!r} ({_described(seen[one.name])} and "
+                                  f"{_described(one)}); a model calls a tool by its name. Fix: rename one")
+            seen[one.name] = one
             registry.register_tool(one)
     return registry
+
+
+def _described(tool: Any) -> str:
+    return f"{type(tool).__module__}.{type(tool).__qualname__}"

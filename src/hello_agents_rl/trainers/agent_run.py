@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hello_agents_rl.coupling import replaced_blocker
 from hello_agents_rl.rollouts.agent_spec import AgentSpec, agent_spec
 
 
@@ -34,9 +35,10 @@ def trainer_class(base: type, spec: AgentSpec) -> type:
     finish = spec.finish_tool
     if finish is None:
         return base
-    if not hasattr(base, "_get_tool_suffix_ids"):  # TRL's loop changed: Finish would not end the rollout
-        raise RuntimeError("this TRL has no GRPOTrainer._get_tool_suffix_ids: a ReActAgent's Finish cannot end its "
-                           "rollouts; use the TRL version in requirements.lock")
+    problem = replaced_blocker("trl", "GRPOTrainer", "_get_tool_suffix_ids")
+    if problem:  # TRL's loop changed: Finish would not end the rollout
+        raise RuntimeError(f"{problem}: a ReActAgent's Finish cannot end its rollouts; use the TRL version in "
+                           "requirements.lock")
 
     class AgentGRPOTrainer(base):  # type: ignore[misc, valid-type]
         def _get_tool_suffix_ids(self, tool_messages: list[dict[str, Any]]) -> list[int]:
@@ -54,3 +56,26 @@ def summary(spec: AgentSpec) -> dict[str, Any]:
     """What results.json and prompt_settings.json say of the agent trained."""
     return {"class": spec.name, "tools": [s["function"]["name"] for s in spec.schemas],
             "max_tool_turns": spec.max_tool_turns, "finish_tool": spec.finish_tool}
+
+
+def mismatch(recorded: dict[str, Any] | None, prompt: dict[str, Any]) -> str | None:
+    """What the agent sends that the starting model was not trained with (its tools, its system prompt), where the
+    starting model recorded an agent: a model trained on one calculator, prompted with five tools, stays at reward 0."""
+    before = (recorded or {}).get("agent")
+    now = prompt.get("agent")
+    if not before or not now:
+        return None
+    differences = []
+    added, dropped = sorted(set(now["tools"]) - set(before["tools"])), sorted(set(before["tools"]) - set(now["tools"]))
+    if added or dropped:
+        differences.append(f"tools {before['tools']} then, {now['tools']} now"
+                           + (f" (new: {', '.join(added)})" if added else "")
+                           + (f" (gone: {', '.join(dropped)})" if dropped else ""))
+    if (recorded or {}).get("system_prompt") != prompt.get("system_prompt"):
+        differences.append(f"system prompt {str((recorded or {}).get('system_prompt'))[:80]!r} then, "
+                           f"{str(prompt.get('system_prompt'))[:80]!r} now")
+    if not differences:
+        return None
+    return ("the starting model was trained with another agent setup: " + "; ".join(differences)
+            + ". Give the agent the tools and system prompt it was trained with (hello-agents' Config turns its "
+            "extra tools off: docs/agentic.md), or expect a reward near 0 at first")

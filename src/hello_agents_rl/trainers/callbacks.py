@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback, has_length
 
+from hello_agents_rl.coupling import METRICS_READ, missing_metrics
 from hello_agents_rl.trainers.doctor import Doctor
 
 LINE_FIELDS = (("reward", "Reward", ".2f"), ("kl", "KL", ".3f"), ("loss", "Loss", ".3f"),
@@ -52,6 +53,13 @@ class ConsoleProgress(ProgressCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs or "train_runtime" in logs or _is_eval(logs):
             return
+        if not getattr(self, "metrics_checked", False) and hasattr(args, "beta"):  # GRPO's first training log
+            self.metrics_checked = True
+            missing = missing_metrics(logs, kl_logged=bool(args.beta))
+            if missing:
+                say(f"[warning] TRL logged no {', '.join(missing)} (renamed in this TRL?): "
+                    + "; ".join(f"{name} feeds {METRICS_READ[name][0]}" for name in missing)
+                    + ". Those fields stay empty; the TRL version in requirements.lock logs them.")
         epochs = math.ceil(state.num_train_epochs)
         say(format_line(state.epoch or 0.0, epochs, state.global_step, state.max_steps, logs))
 

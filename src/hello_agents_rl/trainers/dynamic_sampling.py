@@ -7,7 +7,8 @@ old-policy and reference forwards, then the rewards and advantages. Here the rew
 generation (`_generate`) -- once: TRL's own reward call then gets the same values -- so the no-grad forwards that
 follow run on the varied groups only, and those groups alone leave the batch.
 
-- skip: the step trains on the groups that remain (none left: the step makes no update).
+- skip: the step trains on the groups that remain (none left: the step makes no update), every one of them: they
+  are split over the round's micro-steps in whole groups (`group_chunks`), not in TRL's equal row counts.
 - resample: new prompts from the training set refill the batch, round after round, until it holds as many groups
   as a plain step or `rounds` rounds (the first included) have run; each refill draws as many prompts as the
   missing groups need at the keep rate seen so far in this step, at most a full batch. Refill prompts are drawn
@@ -64,6 +65,18 @@ def take_rows(batch: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
     mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
     out["num_items_in_batch"] = mask.sum()
     return out
+
+
+def group_chunks(batch: dict[str, Any], group: int, steps: int) -> list[dict[str, Any]]:
+    """`steps` batches of whole groups, in a random group order (TRL shuffles the rows), sizes differing by at most
+    one group; each keeps the whole batch's num_items_in_batch, as TRL's split does."""
+    order = torch.randperm(rows_of(batch) // group)
+    chunks = []
+    for part in range(steps):
+        groups = order[part::steps]
+        index = (groups[:, None] * group + torch.arange(group)).flatten()
+        chunks.append({**take_rows(batch, index), "num_items_in_batch": batch["num_items_in_batch"]})
+    return chunks
 
 
 def join(first: dict[str, Any], second: dict[str, Any], pad_token_id: int) -> dict[str, Any]:
@@ -123,15 +136,27 @@ def dynamic_sampling_class(base: type) -> type:
                 more, more_generated, more_kept = self._scored_round(refill)
                 batch = join(batch, more, self._tokenizer.pad_token_id) if rows_of(batch) else more
                 generated, kept, rounds = generated + more_generated, kept + more_kept, rounds + 1
-            rows = min(rows_of(batch), target * group)
-            rows -= rows % self.args.steps_per_generation  # TRL splits the batch evenly over the steps
+            rows = min(rows_of(batch), target * group)  # whole groups: both are multiples of the group
             batch = take_rows(batch, torch.arange(rows))
             metrics = self._metrics["train"]
             metrics["dynamic_sampling/zero_variance_fraction"].append(1 - kept / generated)
-            metrics["dynamic_sampling/groups_trained"].append(math.ceil(rows / group))
+            metrics["dynamic_sampling/groups_trained"].append(rows // group)
             if self._ds_mode == "resample":
                 metrics["dynamic_sampling/rounds"].append(rounds)
             return batch
+
+        def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
+            """TRL's, except how a generation round's batch is split over its steps_per_generation micro-steps:
+            in whole groups, as evenly as they go (TRL cuts equal row counts and drops the rest, so a kept batch of
+            3 groups over 4 steps would train none, or cut a group in half); a micro-step with no group left
+            makes no update (compute_loss)."""
+            if not self.model.training:
+                return super()._prepare_inputs(generation_batch)
+            steps = self.args.steps_per_generation
+            if self._step % (steps * self.num_iterations) == 0 or self._buffered_inputs is None:
+                batch = self._generate_and_score_completions(generation_batch)
+                self._buffered_inputs = group_chunks(batch, self.num_generations, steps)
+            return self._buffered_inputs[self._step % steps]
 
         def _scored_round(self, inputs: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int]:
             """TRL's batch for `inputs`, its varied groups only: (batch, groups generated, groups kept)."""

@@ -20,6 +20,7 @@ from hello_agents_rl.models import (
     load_model,
     load_tokenizer,
     pick_device_dtype,
+    recorded_prompt,
     system_prompt_of,
     with_recorded_prompt,
 )
@@ -111,6 +112,9 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
         train_data = agent_run.with_agent_prompts(train_data, spec)
     prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking,
               **({"agent": agent_run.summary(spec)} if spec is not None else {})}
+    changed = agent_run.mismatch(recorded_prompt(cfg.model_name), prompt)
+    if changed:
+        print(f"[warning] {changed}", flush=True)  # before the model loads: a reward stuck at 0 has a named cause
     check_schedule(cfg, len(train_data), world_size())
     check_sft_targets(cfg, train_data)
     tool_run.check_environment(cfg, train_data)  # its reset on the first rows, before the model loads
@@ -154,7 +158,11 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
         model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora, prompt)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
+    if interrupt.requested:
+        result["signal"] = interrupt.requested
     result["prompt"] = {**prompt, "source": prompt_source}
+    if changed:
+        result["diagnostics"].append(changed)
     if broken:
         result["error"] = broken
         print(f"[stopped] {broken}", flush=True)

@@ -111,14 +111,17 @@ def _failed_resets_as_failures(adapter: Callable[..., list[float | None]], failu
 
 
 def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
-    """result["tools"]: what the guards saw, the last logged rates, and which rollout code ran."""
+    """result["tools"]: what the guards saw over the run (calls, failures and their rate: one count, so they agree),
+    the last logged step's rates, and which rollout code ran. TRL's tools/failure_frequency is a step's failures
+    per rollout (what the doctor reads), not a share of the run's calls, so the rate here is the guards' own."""
     logged = [e for e in history if "tools/call_frequency" in e or "tools/call_rate" in e]
     last = logged[-1] if logged else {}
+    seen = stats_of(trainer).summary()
     return {
-        **stats_of(trainer).summary(),
+        **seen,
+        "failed_call_rate": seen["failures"] / seen["calls"] if seen["calls"] else 0.0,
         "call_rate": last.get("tools/call_rate"),
         "calls_per_rollout": last.get("tools/call_frequency"),
-        "failed_call_rate": last.get("tools/failure_frequency"),
         "turns_exhausted_rate": last.get("tools/turns_exhausted"),
         "rollouts": rollout_path(trainer),
     }

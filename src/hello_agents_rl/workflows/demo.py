@@ -78,15 +78,62 @@ SMOLLM2_QUICK = replace(SMOLLM2, sft_batch_size=8, grpo_steps=20)  # CI's varian
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
 
+class DemoInterrupted(Exception):
+    """A stage of the demo stopped on a signal (its checkpoint saved): the rerun resumes it."""
+
+    def __init__(self, stage: str, signal_name: str | None) -> None:
+        self.stage, self.signal_name = stage, signal_name
+        super().__init__(f"the demo's {stage} stage was interrupted ({signal_name or 'a signal'}); its checkpoint is "
+                         "saved: run the same command again to resume it")
+
+
+PROGRESS = "demo_progress.json"  # what an unfinished demo was started with: a rerun with the same resumes it
+
+
+def resumable(out: Path, started_with: dict[str, Any]) -> bool:
+    """Whether `out` holds an unfinished demo started with the same settings (else the demo starts over)."""
+    import json
+
+    progress = out / PROGRESS
+    if (out / RESULTS).is_file() or not progress.is_file():
+        return False
+    return json.loads(progress.read_text()) == started_with
+
+
+def run_stage(params: dict[str, Any], stage: str, resume: bool) -> dict[str, Any]:
+    """One training stage through the action table: on a resumed demo a finished stage is kept and an interrupted
+    one continues from its checkpoint; a stage that does not complete stops the demo (DemoInterrupted)."""
+    import json
+
+    out = Path(params["output_dir"])
+    before = json.loads((out / RESULTS).read_text()) if resume and (out / RESULTS).is_file() else {}
+    if before.get("status") == "completed":
+        print(f"   {stage}: kept from the interrupted demo's finished run in {out}", flush=True)
+        return before
+    if resume and any(out.glob("checkpoint-*")):
+        print(f"   {stage}: resuming from its last checkpoint in {out}", flush=True)
+        params = {**params, "resume_from_checkpoint": True, "overwrite_output_dir": False}
+    result = actions.run(params)
+    if result.get("status") != "completed":
+        raise DemoInterrupted(stage, result.get("signal"))
+    return result
+
+
 def run_demo(
     output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None,
     model: str = "tiny",
 ) -> dict[str, Any]:
-    """Build (or find), SFT, GRPO, evaluate, report; returns what results.json holds."""
+    """Build (or find), SFT, GRPO, evaluate, report; returns what results.json holds. An interrupted demo raises
+    DemoInterrupted; run again with the same arguments, it resumes where it stopped."""
     recipe = recipe or RECIPES[(model, quick)]
     start = smollm2_gguf() if recipe.model == "smollm2" else None  # before any folder: a missing wheel says so
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    started_with = {"seed": seed, "recipe": asdict(recipe)}
+    resume = resumable(out, started_with)
+    if not resume:
+        (out / RESULTS).unlink(missing_ok=True)  # the demo owns its folder: a finished demo starts over
+        atomic_write_json(out / PROGRESS, started_with)
     clock = Clock()
 
     if start is None:
@@ -96,10 +143,10 @@ def run_demo(
         print(f"== 1/4 SmolLM2-135M-Instruct from its wheel: {start}", flush=True)
     clock.lap("build")
     print(f"== 2/4 SFT on demonstrations that forget the carry {recipe.carry_error:.0%} of the time", flush=True)
-    sft = train_sft(str(start), out / "sft", recipe, seed)
+    sft = train_sft(str(start), out / "sft", recipe, seed, resume)
     clock.lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed)
+    grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed, resume)
     clock.lap("grpo")
     print("== 4/4 held-out evaluation (250 questions, greedy)", flush=True)
     sft_eval = evaluate(sft["model_path"], recipe, seed, k=recipe.pass_at_k)
@@ -149,16 +196,16 @@ def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
         "action": "train",
         "use_lora": recipe.use_lora,
         "seed": seed,
-        "save_steps": 10_000,  # no checkpoints along the way: a run this short just starts over
+        "save_steps": 10_000,  # no checkpoints along the way; an interrupted stage saves one, and the rerun resumes
         "logging_steps": recipe.logging_steps,
-        "overwrite_output_dir": True,  # the demo owns these folders: running it again starts over
+        "overwrite_output_dir": True,  # the demo owns these folders: a finished demo run again starts over
     }
 
 
-def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
+def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
     """Imitation: learn the demonstrator's answers, slips included."""
     demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, carry_error=recipe.carry_error)
-    return actions.run(
+    return run_stage(
         _train_params(recipe, seed)
         | {
             "algorithm": "sft",
@@ -170,14 +217,15 @@ def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str
             "learning_rate": recipe.sft_learning_rate,
             "warmup_ratio": recipe.sft_warmup_ratio,
             "lr_scheduler_type": recipe.sft_lr_scheduler,
-        }
+        },
+        "SFT", resume,
     )
 
 
-def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
+def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
     """Trial and error: sample a group per question, reward right final answers, stay near the SFT model (KL)."""
     prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return actions.run(
+    return run_stage(
         _train_params(recipe, seed)
         | {
             "algorithm": "grpo",
@@ -196,7 +244,8 @@ def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[st
             "max_new_tokens": recipe.max_new_tokens,
             "reward_type": "accuracy",
             "dynamic_sampling": recipe.dynamic_sampling,
-        }
+        },
+        "GRPO", resume,
     )
 
 

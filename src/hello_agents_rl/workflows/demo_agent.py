@@ -96,8 +96,10 @@ def make_agent(folder: Path, base_url: str = "http://127.0.0.1:9/v1", model: str
 
     registry = ToolRegistry()
     registry.register_tool(tool if tool is not None else calculator_tool())
-    config = Config(**{k: False for k in AGENT_EXTRAS_OFF if k in Config.model_fields},
-                    tool_output_dir=str(folder / "tool-output"))  # where it keeps long tool outputs (none here)
+    extras_off = {k: False for k in AGENT_EXTRAS_OFF if k in Config.model_fields}  # the fields of this version
+    config = Config(**extras_off, tool_output_dir=str(folder / "tool-output"))  # long tool outputs (none here)
+    print(f"   the agent's Config: Config({', '.join(f'{k}=False' for k in extras_off)}): its calculator alone, "
+          "no files written", flush=True)
     llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=0, max_tokens=max_tokens)
     return SimpleAgent(name="calculator-agent", llm=llm, system_prompt=SYSTEM_PROMPT, config=config,
                        tool_registry=registry)

@@ -1,10 +1,15 @@
-"""`transformers serve`, unchanged except that it refuses what it would otherwise ignore without a word.
+"""`transformers serve`, with two changes to how it reads a chat request.
 
-transformers serve (5.24) always lets the model choose whether to call a tool: it accepts `tool_choice` and
-ignores it (a warning in the server's log only). "auto", what hello-agents agents send, is what it does anyway;
-"none", "required" or a named function would be a silent change of what the client asked for, so those requests
-get a 400 naming the field. Run as `python -m hello_agents_rl.workflows.transformers_serve serve MODEL ...`, the
-arguments of `transformers serve`.
+- It serves one model, so any `model` name in a request gets that model: the reader's agent is written
+  `HelloAgentsLLM(model="m", base_url=...)`, and a server pinned to a folder path would answer any other name
+  with a 400 that hello-agents swallows (the agent's answer is then empty).
+- It refuses what it would otherwise ignore without a word: transformers serve (5.24) always lets the model
+  choose whether to call a tool, accepting `tool_choice` and ignoring it (a warning in the server's log only).
+  "auto", what hello-agents agents send, is what it does anyway; "none", "required" or a named function would be
+  a silent change of what the client asked for, so those requests get a 400 naming the field.
+
+Run as `python -m hello_agents_rl.workflows.transformers_serve serve MODEL ...`, the arguments of
+`transformers serve`.
 """
 
 from __future__ import annotations
@@ -25,10 +30,18 @@ def tool_choice_problem(body: dict[str, Any]) -> str | None:
             "no call, use an engine that honours tool_choice (hello-agents-rl serve --engine vllm).")
 
 
-def refuse_unhonoured_tool_choice() -> None:
+def read_requests_as_served() -> None:
+    """ChatCompletionHandler._validate_request (coupling.py checks its signature): the tool_choice check, then
+    transformers' own, then the request's model name set to the one model served."""
     from fastapi import HTTPException
     from transformers.cli.serving.chat_completion import ChatCompletionHandler
 
+    from hello_agents_rl.coupling import replaced_blocker
+
+    problem = replaced_blocker("transformers.cli.serving.chat_completion", "ChatCompletionHandler", "_validate_request")
+    if problem:
+        raise SystemExit(f"hello-agents-rl serve: {problem}; use the transformers version in requirements.lock, or "
+                         "--engine vllm")
     validate = ChatCompletionHandler._validate_request
 
     def checked(self: Any, body: dict) -> None:
@@ -36,12 +49,14 @@ def refuse_unhonoured_tool_choice() -> None:
         if problem:
             raise HTTPException(status_code=400, detail=problem)
         validate(self, body)
+        if self.model_manager.force_model is not None:
+            body["model"] = self.model_manager.force_model
 
     ChatCompletionHandler._validate_request = checked
 
 
 def main() -> None:
-    refuse_unhonoured_tool_choice()
+    read_requests_as_served()
     from transformers.cli.transformers import main as transformers_cli
 
     sys.argv = ["transformers", *sys.argv[1:]]

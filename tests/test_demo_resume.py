@@ -1,0 +1,56 @@
+"""An interrupted demo stops with its signal's exit status and says how to resume; the rerun resumes its stage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# the demo's CLI with a smaller recipe: the same stages, seconds instead of minutes
+DRIVER = """
+import sys
+from dataclasses import replace
+from hello_agents_rl.interfaces import cli
+from hello_agents_rl.workflows import demo
+demo.RECIPES[("tiny", True)] = replace(demo.QUICK, sft_steps=400, sft_batch_size=8, grpo_steps=2, grpo_batch_size=2,
+                                       num_generations=2, logging_steps=1)
+cli.main(["demo", "--quick", "--output-dir", sys.argv[1]])
+"""
+
+
+@pytest.mark.slow
+def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+    deadline = time.monotonic() + 300
+    seen = ""
+    while "Step 5/400" not in seen:  # SFT has run some steps: the interrupt checkpoints at the next step's end
+        line = first.stdout.readline()
+        assert line and time.monotonic() < deadline, seen[-2000:] + first.stderr.read()[-2000:]
+        seen += line
+    first.send_signal(signal.SIGTERM)
+    stdout, stderr = first.communicate(timeout=300)
+    assert first.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "rerun to resume: hello-agents-rl demo --quick --output-dir" in stderr
+    assert "== 3/4 GRPO" not in seen + stdout, "GRPO never starts from an interrupted SFT"
+    interrupted = json.loads((out / "sft" / "results.json").read_text())
+    assert interrupted["status"] == "interrupted" and interrupted["signal"] == "SIGTERM"
+    stopped_at = interrupted["num_steps"]
+    assert 5 <= stopped_at < 400 and (out / "sft" / f"checkpoint-{stopped_at}").is_dir()
+
+    again = subprocess.run([sys.executable, "-c", DRIVER, str(out)], capture_output=True, text=True, env=env,
+                           timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "SFT: resuming from its last checkpoint" in again.stdout
+    assert f"Step {stopped_at + 1}/400" in again.stdout and "Step 1/400" not in again.stdout, "resumed, not restarted"
+    finished = json.loads((out / "results.json").read_text())
+    assert json.loads((out / "sft" / "results.json").read_text())["status"] == "completed"
+    assert finished["grpo"] and (out / "grpo" / "results.json").is_file()
