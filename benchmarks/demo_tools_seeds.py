@@ -28,14 +28,14 @@ TARGET_SETS = {("tiny", False): TARGETS, ("tiny", True): QUICK_TARGETS, ("smollm
                ("smollm2", True): SMOLLM2_QUICK_TARGETS}
 
 
-def run_seed(seed: int, out: Path, quick: bool, reuse: bool = False, model: str = "tiny") -> dict:
+def run_seed(seed: int, out: Path, quick: bool, reuse: bool = False, model: str = "tiny", task: str = "tools") -> dict:
     if reuse and (out / "results.json").is_file():  # rebuild the table from a finished run (no re-training)
         results = json.loads((out / "results.json").read_text())
         timing = out / "process.json"
         results.update(json.loads(timing.read_text()) if timing.is_file()
                        else {"process_wall_s": results["wall_time_s"]})  # older runs: the demo's own clock
         return results
-    command = [sys.executable, "-m", "hello_agents_rl.cli", "demo", "--task", "tools", "--output-dir", str(out),
+    command = [sys.executable, "-m", "hello_agents_rl.cli", "demo", "--task", task, "--output-dir", str(out),
                "--seed", str(seed), "--model", model] + (["--quick"] if quick else [])
     started, cpu_before = time.time(), _children_cpu()
     with (out.parent / f"{out.name}.log").open("w") as log:

@@ -1,4 +1,4 @@
-"""Regenerate the README's parameter tables from the config models (the single source of defaults)."""
+"""Regenerate the parameter tables (docs/parameters.md) from the config models (the single source of defaults)."""
 
 from readme_blocks import write_block
 

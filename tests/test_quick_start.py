@@ -50,7 +50,8 @@ def test_the_books_call_runs_as_written_after_make_demo(tiny_model: str, tmp_pat
     output = done.stdout + done.stderr  # a file, not a terminal: as quiet as the command line
     assert "it/s]" not in output and "FutureWarning" not in output, output[-2000:]
     model_path, samples, reward = done.stdout.strip().splitlines()[-1].rsplit(" ", 2)
-    assert Path(model_path).is_dir() and (tmp_path / "models" / "grpo_model") in Path(model_path).parents
+    model = tmp_path / model_path  # as the script printed it: relative to its folder, as the reader wrote it
+    assert model.is_dir() and (tmp_path / "models" / "grpo_model") in model.parents
     assert int(samples) == 100 and 0.0 <= float(reward) <= 1.0
     results = json.loads((tmp_path / "models" / "grpo_model" / "results.json").read_text())
     assert results["status"] == "completed"

@@ -13,7 +13,8 @@ from hello_agents_rl.errors import did_you_mean
 from hello_agents_rl.paths import is_task_name
 
 # Splits of the named datasets; a single file or datasets.Dataset is the whole data under either name.
-SPLITS: dict[str, tuple[str, ...]] = {"gsm8k": ("train", "test"), "arithmetic": ("train", "test")}
+SPLITS: dict[str, tuple[str, ...]] = {"gsm8k": ("train", "test"), "arithmetic": ("train", "test"),
+                                      "lookups": ("train", "test")}
 SINGLE_SOURCE_SPLITS = ("train", "test")
 
 
@@ -59,7 +60,8 @@ class DataConfig(Base):
     )
     dataset_config: Annotated[dict[str, Any], PathRole("parameters")] = Field(
         default_factory=dict,
-        description="`reasoning_gym:<task>` only: the generator's own parameters (size per split, difficulty ranges).",
+        description="`reasoning_gym:<task>`: the generator's own parameters (size per split, difficulty ranges); "
+        "`lookups`: chain_lengths, distractors, guess_rate, early_stop_rate (docs/agentic.md).",
     )
     dataset_path: LocalPath | None = Field(
         None,
@@ -92,9 +94,13 @@ class DataConfig(Base):
         require(answer_checker_problem(self.answer_checker, self.dataset))
         if is_task_name(self.dataset):
             check_task(self.dataset, self.dataset_config)
+        elif self.dataset == "lookups":
+            from hello_agents_rl.data.lookups import LookupConfig  # pure Python: its parameters, checked here
+
+            LookupConfig.of(self.dataset_config)
         elif self.dataset_config:
-            raise ValueError("`dataset_config`: only a `reasoning_gym:<task>` dataset takes generator parameters; "
-                             "remove it or name such a dataset")
+            raise ValueError("`dataset_config`: only a `reasoning_gym:<task>` or the `lookups` dataset takes generator "
+                             "parameters; remove it or name such a dataset")
         return self
 
 

@@ -20,7 +20,7 @@ from hello_agents_rl.config.base import (
     read_number,
 )
 from hello_agents_rl.config.evaluate import EvaluateConfig, evaluation_of
-from hello_agents_rl.config.train import TrainConfig
+from hello_agents_rl.config.train import TrainConfig, keys_read_by
 from hello_agents_rl.errors import did_you_mean
 
 SEARCH_OWNS = {"output_dir", "overwrite_output_dir", "resume_from_checkpoint"}
@@ -109,7 +109,7 @@ class SearchConfig(Base):
             unknown = [key for key in row if key not in self.space]
             if unknown:
                 raise ValueError(f"`enqueue.{i}.{unknown[0]}`: not a key of space{did_you_mean(unknown[0], list(self.space))}")
-            nested(TrainConfig, {**self.base, **row}, f"enqueue.{i}")
+            nested(TrainConfig, keys_read_by({**self.base, **row}), f"enqueue.{i}")
         object.__setattr__(self, "enqueue", [{key: _as_key_reads(key, value) for key, value in row.items()}
                                              for row in self.enqueue])
         if self.objective == "accuracy":
@@ -124,7 +124,7 @@ class SearchConfig(Base):
     def trial_config(self, params: dict[str, Any], number: int) -> TrainConfig:
         """One trial's full, validated train config: base, then the trial's parameters, in its own folder."""
         folder = str(Path(self.output_dir) / f"trial-{number:04d}")
-        return nested(TrainConfig, {**self.base, **params, "action": "train", "output_dir": folder}, "base")
+        return nested(TrainConfig, keys_read_by({**self.base, **params, "action": "train", "output_dir": folder}), "base")
 
     def evaluation_config(self, model_path: str) -> EvaluateConfig:
         answer_length = {"max_new_tokens": self.base["max_new_tokens"]} if "max_new_tokens" in self.base else {}
@@ -157,7 +157,7 @@ def _dimension(key: str, spec: Any, base: dict[str, Any], sampler: str) -> Any:
         for value in spec:
             if value is not None and not isinstance(value, (bool, int, float, str)):
                 raise ValueError(f"{where}: choices must be numbers, strings, booleans or null (got {value!r})")
-            nested(TrainConfig, {**base, key: value}, f"space.{key}")
+            nested(TrainConfig, keys_read_by({**base, key: value}), f"space.{key}")
         return [_as_key_reads(key, value) for value in spec]
     if not isinstance(spec, dict):
         raise ValueError(f"{where}: give a list of choices or a range {{low, high, log, step}} (got {spec!r})")

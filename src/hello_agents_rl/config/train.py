@@ -60,6 +60,13 @@ def misplaced_keys(algorithm: str, keys: set[str]) -> list[str]:
     return sorted(key for key in keys if ONLY_FOR.get(key, algorithm) != algorithm)
 
 
+def keys_read_by(params: dict[str, Any]) -> dict[str, Any]:
+    """Keys shared by runs of either algorithm (a search's base and space), less those this run's algorithm never
+    reads."""
+    algorithm = params.get("algorithm", "grpo")
+    return {key: value for key, value in params.items() if ONLY_FOR.get(key, algorithm) == algorithm}
+
+
 class TrainConfig(DataConfig, ModelConfig):
     """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
 
@@ -249,11 +256,14 @@ class TrainConfig(DataConfig, ModelConfig):
 
     @model_validator(mode="after")
     def _resolve(self) -> TrainConfig:
-        misplaced = misplaced_keys(self.algorithm, self.model_fields_set) if self.one_algorithm else []
+        given = {key for key in self.model_fields_set  # a key written back with its default value changes nothing
+                 if getattr(self, key) != type(self).model_fields[key].get_default(call_default_factory=True)}
+        misplaced = misplaced_keys(self.algorithm, given) if self.one_algorithm else []
         if misplaced:
-            other = ONLY_FOR[misplaced[0]]
-            raise ValueError(f"`{misplaced[0]}`: read only by algorithm {other}, and this run is {self.algorithm}; "
-                             f"remove {', '.join(f'`{key}`' for key in misplaced)}, or set algorithm: {other}")
+            other, this = ONLY_FOR[misplaced[0]], self.algorithm
+            also = f" (and {', '.join(f'`{key}`' for key in misplaced[1:])})" if misplaced[1:] else ""
+            raise ValueError(f"`{misplaced[0]}`: read only by {other.upper()} (algorithm: {other}), and this run is "
+                             f"{this.upper()}; it would be ignored. Fix: remove it{also}, or set algorithm: {other}")
         if self.learning_rate is None:
             default = DEFAULT_LEARNING_RATES[(self.algorithm, self.use_lora)]
             object.__setattr__(self, "learning_rate", default)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datasets import Dataset, DatasetDict
 
 from hello_agents_rl.config import DataConfig, split_problem
-from hello_agents_rl.data import arithmetic, custom, gsm8k, multiplication, reasoning_tasks
+from hello_agents_rl.data import arithmetic, custom, gsm8k, lookups, multiplication, reasoning_tasks
 from hello_agents_rl.data.formatting import GSM8K_SYSTEM_PROMPT, build_messages
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.paths import is_task_name
@@ -29,6 +29,9 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
         data = arithmetic.make_dataset(split, None, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
         return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
+    elif source == "lookups":  # the multi-step tool task (docs/agentic.md): max_samples = seeded draws
+        return lookups.make_dataset(split, cfg.max_samples if split == "train" else None, cfg.seed,
+                                    dict(getattr(cfg, "dataset_config", {})), _system_prompt(cfg, lookups.SYSTEM_PROMPT))
     elif is_task_name(source):
         data = _task_rows(source, cfg, split)
     elif source == "gsm8k":

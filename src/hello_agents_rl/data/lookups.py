@@ -1,0 +1,241 @@
+"""The multi-step tool task: questions about generated people, cities and companies that take 2 to 4 dependent
+tool calls, each call's argument read from the question or from an earlier call's result.
+
+An embedded knowledge base, drawn from fixed seeds, one per split, so that the held-out questions are about
+entities never seen in training (memorising facts cannot answer them). One tool looks an entity up by name
+(`lookup`), the calculator adds; `weather` is a distractor (config `distractors`). Question kinds, by the calls
+they take:
+
+    2: the population of the city where P lives        lookup(P) -> city C; lookup(C) -> population
+    3: the age of the founder of the company P works at lookup(P) -> company E; lookup(E) -> founder F;
+                                                        lookup(F) -> age
+    4: that founder's age plus P's age                  ... then calculator("<F's age> + <P's age>")
+
+The imperfect demonstrator (SFT's data) has two habits of its own: it skips the first lookup and guesses
+(`guess_rate`), or it stops one call early and answers the last number it has read (`early_stop_rate`, per
+chain length: the longer the chain, the likelier). Greedy SFT takes its majority habit at each step; GRPO, rewarded
+for the right final answer, has to find the whole chain in its samples.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hello_agents_rl.errors import ConfigError
+
+SYSTEM_PROMPT = "Answer with the tools. End with 'Final Answer: <number>'."
+_KB_SEEDS = {"train": 7001, "test": 7002}  # fixed: the held-out entities never move with the run's seed
+_PEOPLE, _CITIES, _COMPANIES = 240, 60, 60
+_SYLLABLES = ("ka", "lo", "mi", "ra", "ven", "tor", "sa", "bel", "dun", "fi", "gar", "hol", "ist", "jo", "kel",
+              "mar", "nor", "pel", "quin", "ros", "sul", "tam", "ul", "vor", "wen", "yal", "zed", "bri", "cor", "dal")
+TEST_QUESTIONS = 250
+
+
+@dataclass(frozen=True)
+class LookupConfig:
+    """`dataset_config` of the `lookups` dataset."""
+
+    chain_lengths: tuple[int, ...] = (2, 3, 4)  # which question kinds, drawn evenly
+    distractors: bool = False  # a `weather` tool beside lookup and the calculator
+    guess_rate: float = 0.2  # the demonstrator skips the first lookup and guesses
+    early_stop_rate: dict[int, float] = field(default_factory=lambda: {2: 0.3, 3: 0.55, 4: 0.7})
+
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> LookupConfig:
+        known = {"chain_lengths", "distractors", "guess_rate", "early_stop_rate"}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ConfigError(f"`dataset_config.{unknown[0]}`: the lookups task has no such parameter "
+                              f"(it has: {', '.join(sorted(known))})")
+        lengths = tuple(params.get("chain_lengths", cls.chain_lengths))
+        if not lengths or any(n not in (2, 3, 4) for n in lengths):
+            raise ConfigError(f"`dataset_config.chain_lengths`: calls per question, each 2, 3 or 4 (got {list(lengths)})")
+        rates = {int(k): float(v) for k, v in params.get("early_stop_rate", {}).items()}
+        return cls(lengths, bool(params.get("distractors", False)), float(params.get("guess_rate", cls.guess_rate)),
+                   {**cls().early_stop_rate, **rates})
+
+
+def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> str:
+    while True:
+        name = " ".join("".join(rng.choice(_SYLLABLES) for _ in range(2)).capitalize() for _ in range(words)) + suffix
+        if name not in used:
+            used.add(name)
+            return name
+
+
+def knowledge_base(split: str) -> dict[str, dict[str, Any]]:
+    """name -> record, the split's entities; no name is in both splits."""
+    other = _entities(_KB_SEEDS["test" if split == "train" else "train"], set())
+    return _entities(_KB_SEEDS[split], set(other))
+
+
+def _entities(seed: int, taken: set[str]) -> dict[str, dict[str, Any]]:
+    rng, used = random.Random(seed), set(taken)
+    cities = [_name(rng, used, 1) for _ in range(_CITIES)]
+    companies = [_name(rng, used, 1, " Works") for _ in range(_COMPANIES)]
+    people = [_name(rng, used, 2) for _ in range(_PEOPLE)]
+    kb: dict[str, dict[str, Any]] = {}
+    for city in cities:
+        kb[city] = {"kind": "city", "population": rng.randint(10_000, 999_999)}
+    for person in people:
+        kb[person] = {"kind": "person", "age": rng.randint(20, 79), "city": rng.choice(cities),
+                      "employer": rng.choice(companies)}
+    for company in companies:
+        kb[company] = {"kind": "company", "founder": rng.choice(people), "employees": rng.randint(10, 9_999)}
+    return kb
+
+
+def record_text(name: str, record: dict[str, Any]) -> str:
+    if record["kind"] == "person":
+        return f"{name}: age {record['age']}, lives in {record['city']}, works at {record['employer']}."
+    if record["kind"] == "city":
+        return f"{name}: a city of population {record['population']}."
+    return f"{name}: a company founded by {record['founder']}, {record['employees']} employees."
+
+
+_ALL: dict[str, dict[str, Any]] = {}
+
+
+def lookup(name: str) -> str:
+    """Look up a person, a city or a company by its exact name.
+
+    Args:
+        name: The exact name, for example "Kalo Venra" or "Torsa Works".
+    """
+    if not _ALL:
+        _ALL.update(knowledge_base("train"), **knowledge_base("test"))
+    record = _ALL.get(str(name).strip())
+    if record is None:
+        raise ValueError(f"no entry named {name!r}")
+    return record_text(str(name).strip(), record)
+
+
+def weather(city: str) -> str:
+    """Today's weather in a city.
+
+    Args:
+        city: The city's name.
+    """
+    return f"{city}: {random.Random(city).choice(['sunny', 'cloudy', 'rain', 'windy'])}."
+
+
+TOOLS = {"lookup": lookup, "calculator": None, "weather": weather}  # calculator: the built-in one
+
+
+def tool_names(config: LookupConfig) -> list[str]:
+    return ["lookup", "calculator"] + (["weather"] if config.distractors else [])
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    answer: int
+    calls: list[tuple[str, str, str]]  # the whole chain: (tool, argument, result)
+
+
+def _question(kb: dict[str, dict[str, Any]], person: str, length: int) -> Question:
+    me = kb[person]
+    chain = [("lookup", person, record_text(person, me))]
+    if length == 2:
+        city = me["city"]
+        chain.append(("lookup", city, record_text(city, kb[city])))
+        return Question(f"What is the population of the city where {person} lives?", kb[city]["population"], chain)
+    company = me["employer"]
+    founder = kb[company]["founder"]
+    chain += [("lookup", company, record_text(company, kb[company])), ("lookup", founder, record_text(founder, kb[founder]))]
+    if length == 3:
+        return Question(f"How old is the founder of the company where {person} works?", kb[founder]["age"], chain)
+    total = kb[founder]["age"] + me["age"]
+    chain.append(("calculator", f"{kb[founder]['age']} + {me['age']}", str(total)))
+    return Question(f"What is the age of the founder of the company where {person} works plus {person}'s age?",
+                    total, chain)
+
+
+def questions(split: str, config: LookupConfig, count: int | None, seed: int) -> list[Question]:
+    """The split's questions: the test split a fixed set, the train split `count` seeded draws."""
+    kb = knowledge_base(split)
+    people = sorted(name for name, r in kb.items() if r["kind"] == "person")
+    rng = random.Random(_KB_SEEDS[split] if split == "test" else seed)
+    count = TEST_QUESTIONS if count is None else count
+    return [_question(kb, rng.choice(people), config.chain_lengths[i % len(config.chain_lengths)])
+            for i in range(count)]
+
+
+def _call(tool: str, argument: str) -> dict[str, Any]:
+    key = "expression" if tool == "calculator" else "name"
+    return {"type": "function", "function": {"name": tool, "arguments": json.dumps({key: argument})}}
+
+
+def demonstrate(question: Question, config: LookupConfig, rng: random.Random) -> list[dict[str, Any]]:
+    """The imperfect demonstrator's transcript: the whole chain, a guess, or a chain stopped one call early."""
+    if rng.random() < config.guess_rate:  # no lookup: a plausible number, wrong
+        guess = question.answer + rng.choice([-1, 1]) * rng.randint(1, max(2, question.answer // 3))
+        return [{"role": "assistant", "content": f"Final Answer: {guess}"}]
+    chain = question.calls
+    if rng.random() < config.early_stop_rate.get(len(chain), 0.0):
+        chain = chain[:-1]
+    messages: list[dict[str, Any]] = []
+    for tool, argument, result in chain:
+        messages += [{"role": "assistant", "content": "", "tool_calls": [_call(tool, argument)]},
+                     {"role": "tool", "name": tool, "content": result}]
+    answer = question.answer if chain == question.calls else _last_number(chain[-1][2])
+    return messages + [{"role": "assistant", "content": f"Final Answer: {answer}"}]
+
+
+def _last_number(text: str) -> int:
+    return int(re.findall(r"\d+", text)[0])  # a person's age, a company's employees: the number it has read
+
+
+def make_dataset(split: str = "train", num_samples: int | None = None, seed: int = 42,
+                 params: dict[str, Any] | None = None, system_prompt: str | None = SYSTEM_PROMPT) -> Any:
+    """Rows of prompt, completion (the demonstrator's), ground_truth and question; None = the test split's set."""
+    from datasets import Dataset
+
+    config = LookupConfig.of(params or {})
+    rng = random.Random(seed + 1)
+    rows: dict[str, list] = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "chain_length": []}
+    for question in questions(split, config, num_samples, seed):
+        rows["question"].append(question.text)
+        rows["prompt"].append(([{"role": "system", "content": system_prompt}] if system_prompt else [])
+                              + [{"role": "user", "content": question.text}])
+        rows["completion"].append(demonstrate(question, config, rng))
+        rows["ground_truth"].append(str(question.answer))
+        rows["chain_length"].append(len(question.calls))
+    return Dataset.from_dict(rows)
+
+
+_TEMPLATES = {  # question text -> (its chain length, the person it is about)
+    2: re.compile(r"What is the population of the city where (.+) lives\?"),
+    3: re.compile(r"How old is the founder of the company where (.+) works\?"),
+    4: re.compile(r"What is the age of the founder of the company where (.+) works plus \1's age\?"),
+}
+
+
+def chain_of(question: str) -> Question | None:
+    """The whole chain a question of this task takes (its entities, in whichever split), or None for another text."""
+    kb = {**knowledge_base("train"), **knowledge_base("test")}
+    for length, template in _TEMPLATES.items():
+        found = template.fullmatch(question.strip())
+        if found and kb.get(found[1], {}).get("kind") == "person":
+            return _question(kb, found[1], length)
+    return None
+
+
+def chain_completion(details: list[dict[str, Any]]) -> float:
+    """The share of evaluated questions whose transcript made every call of their chain (any order, repeats and
+    extra calls allowed): an agent that reached the answer's inputs, whatever it answered."""
+    done = 0
+    for row in details:
+        question = chain_of(row["question"])
+        made = set()
+        for message in row.get("transcript", []):
+            for call in message.get("tool_calls") or []:
+                arguments = call["function"]["arguments"]
+                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+                made |= {(call["function"]["name"], str(v).strip()) for v in arguments.values()}
+        done += question is not None and all((tool, argument) in made for tool, argument, _ in question.calls)
+    return done / len(details) if details else 0.0

@@ -1,0 +1,102 @@
+"""The multi-step tool task: chains of dependent lookups, held-out entities, an imperfect demonstrator, and the step
+reward that credits grounded tool calls."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from hello_agents_rl import ConfigError
+from hello_agents_rl.data import lookups
+from hello_agents_rl.rewards import build_reward
+from hello_agents_rl.workflows.actions import parse
+
+
+def test_each_call_takes_its_argument_from_the_question_or_an_earlier_result() -> None:
+    for question in lookups.questions("train", lookups.LookupConfig(), 60, 0):
+        seen = question.text
+        assert 2 <= len(question.calls) <= 4
+        for tool, argument, result in question.calls:
+            if tool == "lookup":
+                assert argument in seen and lookups.lookup(argument) == result
+            else:
+                assert all(number in seen for number in argument.split(" + "))
+            seen += " " + result
+        assert str(question.answer) in question.calls[-1][2]
+
+
+def test_held_out_questions_are_about_entities_training_never_saw() -> None:
+    train, test = lookups.knowledge_base("train"), lookups.knowledge_base("test")
+    assert not set(train) & set(test)
+    people = {q.calls[0][1] for q in lookups.questions("test", lookups.LookupConfig(), None, 0)}
+    assert people <= set(test) and len(lookups.questions("test", lookups.LookupConfig(), None, 5)) == 250
+    assert [q.text for q in lookups.questions("test", lookups.LookupConfig(), None, 1)] == [
+        q.text for q in lookups.questions("test", lookups.LookupConfig(), None, 2)], "the test split never moves"
+    with pytest.raises(ValueError, match="no entry named 'Nobody Here'"):
+        lookups.lookup("Nobody Here")
+
+
+def test_the_demonstrator_guesses_or_stops_early_as_documented() -> None:
+    config = lookups.LookupConfig()
+    rng = random.Random(0)
+    outcomes: dict[int, list[str]] = {2: [], 3: [], 4: []}
+    for question in lookups.questions("train", config, 3000, 0):
+        transcript = lookups.demonstrate(question, config, rng)
+        calls = sum(len(m.get("tool_calls") or []) for m in transcript)
+        kind = "guess" if calls == 0 else "whole" if calls == len(question.calls) else "early"
+        assert kind != "early" or calls == len(question.calls) - 1
+        right = transcript[-1]["content"] == f"Final Answer: {question.answer}"
+        assert right == (kind == "whole")
+        outcomes[len(question.calls)].append(kind)
+    for length, kinds in outcomes.items():
+        guess = kinds.count("guess") / len(kinds)
+        early = kinds.count("early") / (len(kinds) - kinds.count("guess"))
+        assert guess == pytest.approx(config.guess_rate, abs=0.04)
+        assert early == pytest.approx(config.early_stop_rate[length], abs=0.05)
+
+
+def test_the_dataset_and_its_config_go_through_the_action_table() -> None:
+    cfg = parse({"action": "train", "dataset": "lookups", "dataset_config": {"chain_lengths": [2, 4]},
+                 "max_samples": 8, "tools": ["hello_agents_rl.data.lookups:lookup", "calculator"]})
+    from hello_agents_rl.data.sources import load
+
+    rows = load(cfg)
+    assert len(rows) == 8 and set(rows["chain_length"]) == {2, 4}
+    assert len(load(cfg, "test")) == 250
+    with pytest.raises(ConfigError, match=r"`dataset_config.chain_lengths`: calls per question, each 2, 3 or 4"):
+        parse({"action": "train", "dataset": "lookups", "dataset_config": {"chain_lengths": [5]}})
+    with pytest.raises(ConfigError, match=r"`dataset_config.depth`: the lookups task has no such parameter"):
+        parse({"action": "train", "dataset": "lookups", "dataset_config": {"depth": 3}})
+
+
+def _trajectory(calls: list[tuple[str, str, str]], answer: str) -> list[dict]:
+    messages = []
+    for tool, argument, result in calls:
+        key = "expression" if tool == "calculator" else "name"
+        messages += [{"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": tool, "arguments": json.dumps({key: argument})}}]},
+            {"role": "tool", "name": tool, "content": result}]
+    return messages + [{"role": "assistant", "content": f"Final Answer: {answer}"}]
+
+
+def test_the_step_reward_credits_grounded_calls_and_cannot_be_gamed_by_repeating_one() -> None:
+    question = next(q for q in lookups.questions("train", lookups.LookupConfig(), 30, 0) if len(q.calls) == 4)
+    prompt = [{"role": "user", "content": question.text}]
+    reward = build_reward("step", {"step_bonus": 0.1, "max_steps": 5}, max_tool_turns=6)
+
+    def score(calls: list, answer: object = question.answer) -> float:
+        return reward.score(_trajectory(calls, str(answer)), str(question.answer), prompt=prompt)
+
+    whole = score(question.calls)
+    assert whole == pytest.approx(1.0 + 0.4), "accuracy plus 0.1 for each of the 4 grounded calls"
+    first = question.calls[0]
+    assert score([first] * 4 + question.calls[1:2]) == pytest.approx(1.0 + 0.2), "a repeated call counts once"
+    assert score([first, question.calls[-1]]) == pytest.approx(1.0 + 0.1), "numbers not read yet are made up"
+    made_up = ("lookup", "Some Body", lookups.record_text(question.calls[2][1], lookups.knowledge_base("train")[
+        question.calls[2][1]]))
+    assert score([first, made_up]) == pytest.approx(1.0 + 0.1), "an argument from nowhere earns nothing"
+    failed = [first, ("lookup", question.calls[1][1], "{'error': 'no entry named'}")]
+    assert score(failed) == pytest.approx(1.0 + 0.1), "a call that failed earns nothing"
+    assert score(question.calls, answer=question.answer + 1) == 0.0, "gated: a wrong answer gets no step credit"
