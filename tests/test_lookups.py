@@ -69,6 +69,10 @@ def test_the_dataset_and_its_config_go_through_the_action_table() -> None:
         parse({"action": "train", "dataset": "lookups", "dataset_config": {"chain_lengths": [5]}})
     with pytest.raises(ConfigError, match=r"`dataset_config.depth`: the lookups task has no such parameter"):
         parse({"action": "train", "dataset": "lookups", "dataset_config": {"depth": 3}})
+    ids = load(parse({"action": "train", "dataset": "lookups", "dataset_config": {"names": "ids"}, "max_samples": 4}))
+    assert all(q.split("where ")[1][0] == "P" for q in ids["question"]), "P4821-style names"
+    for names in ("words", "ids"):
+        assert not set(lookups.knowledge_base("train", names)) & set(lookups.knowledge_base("test", names))
 
 
 def _trajectory(calls: list[tuple[str, str, str]], answer: str) -> list[dict]:

@@ -181,6 +181,9 @@ def test_a_plain_top_level_script_runs_once(tmp_path) -> None:
     assert done.stdout.count("script body runs") == 1
     first, later = (float(s) for s in done.stdout.split("rows 3 4 ")[1].split())
     assert later < 2.0, (first, later)  # the worker stays warm: a second draw costs no interpreter start
+    # as a notebook runs it: code with no file behind __main__
+    inline = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert inline.returncode == 0 and inline.stdout.count("script body runs") == 1, inline.stderr[-2000:]
 
 
 SMALL = {"dataset": "reasoning_gym:gcd",  # 9 distinct questions: 50 test questions hold them all

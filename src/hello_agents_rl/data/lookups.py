@@ -41,12 +41,13 @@ class LookupConfig:
 
     chain_lengths: tuple[int, ...] = (2, 3, 4)  # which question kinds, drawn evenly
     distractors: bool = False  # a `weather` tool beside lookup and the calculator
+    names: str = "words"  # "Kalo Venra", "Torsa Works"; or "ids": P4821, C017, K305 (a tiny model copies digits)
     guess_rate: float = 0.2  # the demonstrator skips the first lookup and guesses
     early_stop_rate: dict[int, float] = field(default_factory=lambda: {2: 0.3, 3: 0.55, 4: 0.7})
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> LookupConfig:
-        known = {"chain_lengths", "distractors", "guess_rate", "early_stop_rate"}
+        known = {"chain_lengths", "distractors", "guess_rate", "early_stop_rate", "names"}
         unknown = sorted(set(params) - known)
         if unknown:
             raise ConfigError(f"`dataset_config.{unknown[0]}`: the lookups task has no such parameter "
@@ -55,8 +56,12 @@ class LookupConfig:
         if not lengths or any(n not in (2, 3, 4) for n in lengths):
             raise ConfigError(f"`dataset_config.chain_lengths`: calls per question, each 2, 3 or 4 (got {list(lengths)})")
         rates = {int(k): float(v) for k, v in params.get("early_stop_rate", {}).items()}
-        return cls(lengths, bool(params.get("distractors", False)), float(params.get("guess_rate", cls.guess_rate)),
-                   {**cls().early_stop_rate, **rates})
+        names = params.get("names", "words")
+        if names not in ("words", "ids"):
+            raise ConfigError(f"`dataset_config.names`: words or ids (got {names!r})")
+        return cls(chain_lengths=lengths, distractors=bool(params.get("distractors", False)), names=names,
+                   guess_rate=float(params.get("guess_rate", cls.guess_rate)),
+                   early_stop_rate={**cls().early_stop_rate, **rates})
 
 
 def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> str:
@@ -67,17 +72,30 @@ def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> s
             return name
 
 
-def knowledge_base(split: str) -> dict[str, dict[str, Any]]:
+def knowledge_base(split: str, names: str = "words") -> dict[str, dict[str, Any]]:
     """name -> record, the split's entities; no name is in both splits."""
-    other = _entities(_KB_SEEDS["test" if split == "train" else "train"], set())
-    return _entities(_KB_SEEDS[split], set(other))
+    other = _entities(_KB_SEEDS["test" if split == "train" else "train"], set(), names)
+    return _entities(_KB_SEEDS[split], set(other), names)
 
 
-def _entities(seed: int, taken: set[str]) -> dict[str, dict[str, Any]]:
+def _id(rng: random.Random, used: set[str], prefix: str, digits: int) -> str:
+    while True:
+        name = f"{prefix}{rng.randrange(10 ** digits):0{digits}d}"
+        if name not in used:
+            used.add(name)
+            return name
+
+
+def _entities(seed: int, taken: set[str], names: str = "words") -> dict[str, dict[str, Any]]:
     rng, used = random.Random(seed), set(taken)
-    cities = [_name(rng, used, 1) for _ in range(_CITIES)]
-    companies = [_name(rng, used, 1, " Works") for _ in range(_COMPANIES)]
-    people = [_name(rng, used, 2) for _ in range(_PEOPLE)]
+    if names == "ids":
+        cities = [_id(rng, used, "C", 3) for _ in range(_CITIES)]
+        companies = [_id(rng, used, "K", 3) for _ in range(_COMPANIES)]
+        people = [_id(rng, used, "P", 4) for _ in range(_PEOPLE)]
+    else:
+        cities = [_name(rng, used, 1) for _ in range(_CITIES)]
+        companies = [_name(rng, used, 1, " Works") for _ in range(_COMPANIES)]
+        people = [_name(rng, used, 2) for _ in range(_PEOPLE)]
     kb: dict[str, dict[str, Any]] = {}
     for city in cities:
         kb[city] = {"kind": "city", "population": rng.randint(10_000, 999_999)}
@@ -107,7 +125,8 @@ def lookup(name: str) -> str:
         name: The exact name, for example "Kalo Venra" or "Torsa Works".
     """
     if not _ALL:
-        _ALL.update(knowledge_base("train"), **knowledge_base("test"))
+        for names in ("words", "ids"):
+            _ALL.update(knowledge_base("train", names), **knowledge_base("test", names))
     record = _ALL.get(str(name).strip())
     if record is None:
         raise ValueError(f"no entry named {name!r}")
@@ -124,6 +143,17 @@ def weather(city: str) -> str:
 
 
 TOOLS = {"lookup": lookup, "calculator": None, "weather": weather}  # calculator: the built-in one
+
+
+def tokenizer_corpus() -> tuple[str, ...]:
+    """Text for a small model's tokenizer to merge on: the names' syllables and the task's sentences, so that a
+    name is a few tokens and copying it from a result into the next call is a short span."""
+    kb = knowledge_base("train")
+    sample = sorted(kb)[:40]
+    return (*(s.capitalize() for s in _SYLLABLES), *_SYLLABLES, *(record_text(n, kb[n]) for n in sample),
+            *(q.text for q in questions("train", LookupConfig(), 12, 0)),
+            '{"name": "lookup", "arguments": {"name": "Kalo Venra"}}', '{"name": "calculator", "arguments": '
+            '{"expression": "61 + 23"}}', SYSTEM_PROMPT)
 
 
 def tool_names(config: LookupConfig) -> list[str]:
@@ -157,7 +187,7 @@ def _question(kb: dict[str, dict[str, Any]], person: str, length: int) -> Questi
 
 def questions(split: str, config: LookupConfig, count: int | None, seed: int) -> list[Question]:
     """The split's questions: the test split a fixed set, the train split `count` seeded draws."""
-    kb = knowledge_base(split)
+    kb = knowledge_base(split, config.names)
     people = sorted(name for name, r in kb.items() if r["kind"] == "person")
     rng = random.Random(_KB_SEEDS[split] if split == "test" else seed)
     count = TEST_QUESTIONS if count is None else count
@@ -217,7 +247,8 @@ _TEMPLATES = {  # question text -> (its chain length, the person it is about)
 
 def chain_of(question: str) -> Question | None:
     """The whole chain a question of this task takes (its entities, in whichever split), or None for another text."""
-    kb = {**knowledge_base("train"), **knowledge_base("test")}
+    kb = {name: record for names in ("words", "ids") for split in ("train", "test")
+          for name, record in knowledge_base(split, names).items()}
     for length, template in _TEMPLATES.items():
         found = template.fullmatch(question.strip())
         if found and kb.get(found[1], {}).get("kind") == "person":

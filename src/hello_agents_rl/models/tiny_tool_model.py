@@ -21,8 +21,9 @@ _CORPUS = [
 ]
 
 
-def tool_tokenizer() -> Any:
-    """Byte-level BPE (digits split, one token each), the chat specials first, tool markers as tokens."""
+def tool_tokenizer(corpus: tuple[str, ...] = (), vocab_size: int = 400) -> Any:
+    """Byte-level BPE (digits split, one token each), the chat specials first, tool markers as tokens; `corpus`:
+    a task's own text to merge on as well (the lookups task's names would otherwise be spelt byte by byte)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -32,10 +33,10 @@ def tool_tokenizer() -> Any:
     )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    core.train_from_iterator(_CORPUS * 20, trainer=trainer)
+    core.train_from_iterator((_CORPUS + list(corpus)) * 20, trainer=trainer)
     core.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])  # kept when decoding
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -45,15 +46,17 @@ def tool_tokenizer() -> Any:
     return tokenizer
 
 
-def build_tiny_tool_model(out_dir: str | Path, seed: int = 0) -> Path:
-    """A ~1M-parameter random Qwen3 whose tokenizer and chat template can express tool calls."""
+def build_tiny_tool_model(out_dir: str | Path, seed: int = 0, corpus: tuple[str, ...] = (), vocab_size: int = 400
+                          ) -> Path:
+    """A ~1M-parameter random Qwen3 whose tokenizer and chat template can express tool calls (`corpus`,
+    `vocab_size`: tool_tokenizer's)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from hello_agents_rl.models.tiny import build_tiny_model
 
     out = build_tiny_model(out_dir, seed=seed)  # the architecture; its embeddings are resized below
-    tokenizer = tool_tokenizer()
+    tokenizer = tool_tokenizer(corpus, vocab_size)
     model = AutoModelForCausalLM.from_pretrained(out)
     torch.manual_seed(seed)
     model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
