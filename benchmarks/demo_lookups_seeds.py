@@ -13,14 +13,13 @@ least +25 points above it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo_tools_seeds import run_seed
+from demo_tools_seeds import run_seed, seeds_parser
 
 SFT_BAND = (0.10, 0.60)
 MIN_GAIN = {"tiny": 25.0, "smollm2": 15.0}
@@ -46,14 +45,7 @@ def report(runs: dict[int, dict], model: str) -> tuple[str, list[str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the runs")
-    parser.add_argument("--model", choices=["tiny", "smollm2"], default="tiny")
-    parser.add_argument("--output-dir", default="outputs/demo_lookups_seeds")
-    parser.add_argument("--reuse", action="store_true", help="use finished runs in --output-dir")
-    args = parser.parse_args()
+    args = seeds_parser(__doc__ or "", "outputs/demo_lookups_seeds").parse_args()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     root = Path(args.output_dir)

@@ -94,16 +94,22 @@ def record_smollm2(runs: dict[int, dict], report: str, command: str) -> None:
                  "## The tool demo on SmolLM2 (figures written by the script)\n\n" + report)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def seeds_parser(doc: str, output_dir: str | None) -> argparse.ArgumentParser:
+    """The options every demo-over-seeds script takes."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the runs")
     parser.add_argument("--model", choices=["tiny", "smollm2"], default="tiny")
-    parser.add_argument("--output-dir", default=None, help="default: outputs/demo_tools_seeds[_smollm2]")
-    parser.add_argument("--readme", action="store_true", help="write the table into README.md")
+    parser.add_argument("--output-dir", default=output_dir, help=f"default: {output_dir or 'per model'}")
     parser.add_argument("--reuse", action="store_true",
                         help="use finished runs in --output-dir instead of re-running (e.g. seeds run in parallel)")
+    return parser
+
+
+def main() -> int:
+    parser = seeds_parser(__doc__ or "", None)
+    parser.add_argument("--readme", action="store_true", help="write the table into README.md")
     args = parser.parse_args()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)

@@ -88,15 +88,19 @@ def class_blocker(trl_trainer_class: type) -> str | None:
     return None
 
 
-def borrowed_blocker() -> str | None:
-    """Why the rollout loop cannot borrow TRL's tool-suffix tokenizer (None: it is there, with its parameters)."""
-    module, owner, name, expected = BORROWED_METHOD
+def signature_problem(module: str, owner: str, name: str, expected: tuple[str, ...]) -> str | None:
+    """Why module.owner.name is not there with these leading parameters (None: it is)."""
     method = getattr(getattr(importlib.import_module(module), owner, None), name, None)
     if method is None:
         return f"{module} has no {owner}.{name} any more"
     if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
         return f"{module} changed the signature of {owner}.{name}"
     return None
+
+
+def borrowed_blocker() -> str | None:
+    """Why the rollout loop cannot borrow TRL's tool-suffix tokenizer (None: it is there, with its parameters)."""
+    return signature_problem(*BORROWED_METHOD)
 
 
 def instance_blocker(trainer: Any, trl_trainer_class: type) -> str | None:
@@ -156,13 +160,7 @@ METRICS_READ = {
 def replaced_blocker(module: str, owner: str, name: str) -> str | None:
     """Why the package's override or replacement of module.owner.name would not be called as written (None: it
     would)."""
-    expected, _ = REPLACED_METHODS[(module, owner, name)]
-    method = getattr(getattr(importlib.import_module(module), owner, None), name, None)
-    if method is None:
-        return f"{module} has no {owner}.{name} any more"
-    if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
-        return f"{module} changed the signature of {owner}.{name}"
-    return None
+    return signature_problem(module, owner, name, REPLACED_METHODS[(module, owner, name)][0])
 
 
 def missing_metrics(logs: dict[str, Any], kl_logged: bool) -> list[str]:
