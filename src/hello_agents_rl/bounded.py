@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -113,7 +113,7 @@ def _stop_all() -> None:
         worker.kill()
 
 
-def stream(target: str, *args: Any, bound: float, preload: tuple[str, ...] = ()) -> Iterator[Any]:
+def stream(target: str, *args: Any, bound: float, preload: tuple[str, ...] = ()) -> Generator[Any, None, None]:
     """The items `module:function`(*args) yields (or its one return value), each within `bound` seconds of the
     last; Overran (the worker killed) past it. An exception raised there is raised here."""
     worker = _take(preload)

@@ -278,7 +278,7 @@ def implicit_agent(tools: list[Any]) -> Any:
 def _registry_of(tools: list[Any]) -> Any:
     from hello_agents import ToolRegistry
 
-    registry, seen = ToolRegistry(), {}
+    registry, seen = ToolRegistry(), dict[str, Any]()
     for tool in tools:
         for one in tool.get_all_tools() if is_registry(tool) else [tool]:
             if one.name in seen:  # the registry would keep the second alone

@@ -153,10 +153,12 @@ def dynamic_sampling_class(base: type) -> type:
             if not self.model.training:
                 return super()._prepare_inputs(generation_batch)
             steps = self.args.steps_per_generation
-            if self._step % (steps * self.num_iterations) == 0 or self._buffered_inputs is None:
-                batch = self._generate_and_score_completions(generation_batch)
-                self._buffered_inputs = group_chunks(batch, self.num_generations, steps)
-            return self._buffered_inputs[self._step % steps]
+            buffered: list[dict[str, Any]] | None = self._buffered_inputs  # type: ignore[has-type]  # TRL's, untyped
+            if self._step % (steps * self.num_iterations) == 0 or buffered is None:
+                buffered = group_chunks(self._generate_and_score_completions(generation_batch), self.num_generations,
+                                        steps)
+                self._buffered_inputs = buffered
+            return buffered[self._step % steps]
 
         def _scored_round(self, inputs: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int]:
             """TRL's batch for `inputs`, its varied groups only: (batch, groups generated, groups kept)."""

@@ -108,9 +108,12 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         laps[name] = round(time.time() - started - sum(laps.values()), 1)
 
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template -> {out / recipe.model}", flush=True)
-    merges = {"corpus": lookups.tokenizer_corpus(), "vocab_size": 800} if recipe.task == "lookups" else {}
-    start = (smollm2_tool_model(out / "smollm2") if recipe.model == "smollm2"
-             else build_tiny_tool_model(out / "tiny", seed=seed, **merges))
+    if recipe.model == "smollm2":
+        start = smollm2_tool_model(out / "smollm2")
+    elif recipe.task == "lookups":  # a tokenizer that merges the task's text as well
+        start = build_tiny_tool_model(out / "tiny", seed=seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)
+    else:
+        start = build_tiny_tool_model(out / "tiny", seed=seed)
     lap("build")
     habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
              else f"call the calculator {recipe.tool_rate:.0%} of the time")
