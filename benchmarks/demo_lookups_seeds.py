@@ -45,7 +45,9 @@ def report(runs: dict[int, dict], model: str) -> tuple[str, list[str]]:
 
 
 def main() -> int:
-    args = seeds_parser(__doc__ or "", "outputs/demo_lookups_seeds").parse_args()
+    parser = seeds_parser(__doc__ or "", "outputs/demo_lookups_seeds")
+    parser.add_argument("--doc", action="store_true", help="write the table into docs/agentic.md's demo-lookups block")
+    args = parser.parse_args()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     root = Path(args.output_dir)
@@ -55,10 +57,15 @@ def main() -> int:
     text, verdicts = report(runs, args.model)
     command = (f"python benchmarks/demo_lookups_seeds.py --seeds {' '.join(map(str, args.seeds))}"
                f"{' --quick' if args.quick else ''}{f' --threads {args.threads}' if args.threads else ''}"
-               f"{' --model ' + args.model if args.model != 'tiny' else ''}")
-    print(f"Measured by `{command}` (held-out, greedy, {runs[args.seeds[0]]['grpo']['num_questions']} questions "
-          f"about entities never seen in training; lookup and calculator available):\n\n{text}\n")
-    print("\n".join(verdicts))
+               f"{' --model ' + args.model if args.model != 'tiny' else ''}{' --reuse' if args.reuse else ''}")
+    block = (f"Measured by `{command}` (held-out, greedy, {runs[args.seeds[0]]['grpo']['num_questions']} questions "
+             f"about entities never seen in training; lookup and calculator available):\n\n{text}\n\n"
+              + "\n".join(verdicts) + "\n")
+    print(block)
+    if args.doc:
+        from readme_blocks import write_block
+
+        write_block("demo-lookups", block)
     (root / "summary.json").write_text(json.dumps({"table": text, "verdicts": verdicts}, indent=2))
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1
 

@@ -64,7 +64,8 @@ def test_the_dataset_and_its_config_go_through_the_action_table() -> None:
 
     rows = load(cfg)
     assert len(rows) == 8 and set(rows["chain_length"]) == {2, 4}
-    assert len(load(cfg, "test")) == 250
+    assert len(load(cfg, "test")) == 8, "the held-out split subsampled as any dataset's"
+    assert len(load(parse({"action": "train", "dataset": "lookups"}), "test")) == 250
     with pytest.raises(ConfigError, match=r"`dataset_config.chain_lengths`: calls per question, each 2, 3 or 4"):
         parse({"action": "train", "dataset": "lookups", "dataset_config": {"chain_lengths": [5]}})
     with pytest.raises(ConfigError, match=r"`dataset_config.depth`: the lookups task has no such parameter"):
@@ -104,3 +105,22 @@ def test_the_step_reward_credits_grounded_calls_and_cannot_be_gamed_by_repeating
     failed = [first, ("lookup", question.calls[1][1], "{'error': 'no entry named'}")]
     assert score(failed) == pytest.approx(1.0 + 0.1), "a call that failed earns nothing"
     assert score(question.calls, answer=question.answer + 1) == 0.0, "gated: a wrong answer gets no step credit"
+
+
+@pytest.mark.slow
+def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path) -> None:
+    """The demo's code path at a few steps (learning is benchmarks/demo_lookups_seeds.py's, on the full recipe)."""
+    from dataclasses import replace
+
+    from hello_agents_rl.workflows import demo_tool_use
+
+    recipe = replace(demo_tool_use.LOOKUPS, sft_steps=10, sft_batch_size=4, grpo_steps=2, grpo_batch_size=2,
+                     num_generations=2, eval_questions=6, max_new_tokens=64, logging_steps=1)
+    results = demo_tool_use.run_demo(tmp_path / "demo", seed=0, recipe=recipe)
+    assert results["task"] == "lookups"
+    for key in ("sft", "grpo"):
+        row = results[key]
+        assert row["num_questions"] == 6 and 0.0 <= row["chain_completion_rate"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
+    assert (tmp_path / "demo" / "report.md").is_file()
+    sft = json.loads((tmp_path / "demo" / "sft" / "results.json").read_text())
+    assert sft["config"]["tools"] == ["hello_agents_rl.data.lookups:lookup", "calculator"]

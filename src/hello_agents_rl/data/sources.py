@@ -29,8 +29,8 @@ def load(cfg: DataConfig, split: str | None = None) -> Dataset:
         data = arithmetic.make_dataset(split, None, cfg.seed, system_prompt=_system_prompt(cfg, None))
     elif source == "multiplication":  # the tool-use task (docs/agentic.md): max_samples = seeded draws
         return multiplication.make_dataset(split, cfg.max_samples, cfg.seed, system_prompt=_system_prompt(cfg, None))
-    elif source == "lookups":  # the multi-step tool task (docs/agentic.md): max_samples = seeded draws
-        return lookups.make_dataset(split, cfg.max_samples if split == "train" else None, cfg.seed,
+    elif source == "lookups":  # the multi-step tool task (docs/agentic.md): train max_samples = seeded draws
+        data = lookups.make_dataset(split, cfg.max_samples if split == "train" else None, cfg.seed,
                                     dict(getattr(cfg, "dataset_config", {})), _system_prompt(cfg, lookups.SYSTEM_PROMPT))
     elif is_task_name(source):
         data = _task_rows(source, cfg, split)
