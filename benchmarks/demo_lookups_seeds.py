@@ -35,7 +35,7 @@ def report(runs: dict[int, dict], model: str) -> tuple[str, list[str]]:
         lines.append(f"| {seed} | {s['accuracy']:.1%} | **{g['accuracy']:.1%}** | {gain:+.1f} | "
                      f"{s['chain_completion_rate']:.1%} -> {g['chain_completion_rate']:.1%} | "
                      f"{s['mean_calls']:.2f} -> {g['mean_calls']:.2f} | {s['failed_call_rate']:.1%} -> "
-                     f"{g['failed_call_rate']:.1%} | {r['seconds']['grpo']:.0f} | {r.get('process_cpu_s', 0):.0f} |")
+                     f"{g['failed_call_rate']:.1%} | {r['seconds']['grpo']:.0f} | {r.get('process_cpu_s', r.get('cpu_time_s', 0)):.0f} |")
         in_band = SFT_BAND[0] <= s["accuracy"] <= SFT_BAND[1]
         verdicts.append(f"{'PASS' if in_band else 'FAIL'} seed {seed}: SFT success {s['accuracy']:.1%} in "
                         f"[{SFT_BAND[0]:.0%}, {SFT_BAND[1]:.0%}]")
