@@ -225,6 +225,16 @@ def _finished_step(folder: Path) -> Any:
         return "?"
 
 
+def completed_run(folder: str | Path) -> dict[str, Any] | None:
+    """The results of a run this folder finished, its final model still there; None for anything else."""
+    try:
+        result = json.loads((Path(folder) / RESULTS).read_text())
+    except (OSError, ValueError):
+        return None
+    done = result.get("status") == "completed" and Path(result.get("model_path") or "").is_dir()
+    return result if done else None
+
+
 def _status(folder: Path) -> str | None:
     try:
         return json.loads((folder / RESULTS).read_text()).get("status")

@@ -14,6 +14,7 @@ About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). The tiny model runs 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from hello_agents_rl.data.arithmetic import make_dataset
 from hello_agents_rl.evaluation import stats
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.outputs import RESULTS, atomic_write_json, checkpoints, completed_run
 from hello_agents_rl.workflows import actions
 
 
@@ -92,8 +93,6 @@ PROGRESS = "demo_progress.json"  # what an unfinished demo was started with: a r
 
 def resumable(out: Path, started_with: dict[str, Any]) -> bool:
     """Whether `out` holds an unfinished demo started with the same settings (else the demo starts over)."""
-    import json
-
     progress = out / PROGRESS
     if (out / RESULTS).is_file() or not progress.is_file():
         return False
@@ -103,14 +102,12 @@ def resumable(out: Path, started_with: dict[str, Any]) -> bool:
 def run_stage(params: dict[str, Any], stage: str, resume: bool) -> dict[str, Any]:
     """One training stage through the action table: on a resumed demo a finished stage is kept and an interrupted
     one continues from its checkpoint; a stage that does not complete stops the demo (DemoInterrupted)."""
-    import json
-
     out = Path(params["output_dir"])
-    before = json.loads((out / RESULTS).read_text()) if resume and (out / RESULTS).is_file() else {}
-    if before.get("status") == "completed":
+    finished = completed_run(out) if resume else None
+    if finished:
         print(f"   {stage}: kept from the interrupted demo's finished run in {out}", flush=True)
-        return before
-    if resume and any(out.glob("checkpoint-*")):
+        return finished
+    if resume and checkpoints(out):
         print(f"   {stage}: resuming from its last checkpoint in {out}", flush=True)
         params = {**params, "resume_from_checkpoint": True, "overwrite_output_dir": False}
     result = actions.run(params)

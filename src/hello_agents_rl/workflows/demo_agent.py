@@ -24,7 +24,7 @@ from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
-from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.outputs import RESULTS, atomic_write_json, completed_run
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
@@ -164,9 +164,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
 
 def _completed(run: Path, reuse: bool) -> dict[str, Any] | None:
     """A training run this folder completed earlier, when reusing."""
-    file = run / RESULTS
-    result = json.loads(file.read_text()) if reuse and file.is_file() else None
-    return result if result and result.get("status") == "completed" and Path(result["model_path"]).is_dir() else None
+    return completed_run(run) if reuse else None
 
 
 def _train(recipe: Recipe, seed: int, agent: Any) -> dict[str, Any]:
