@@ -61,7 +61,7 @@ class DataConfig(Base):
     dataset_config: Annotated[dict[str, Any], PathRole("parameters")] = Field(
         default_factory=dict,
         description="`reasoning_gym:<task>`: the generator's own parameters (size per split, difficulty ranges); "
-        "`lookups`: chain_lengths, distractors, guess_rate, early_stop_rate (docs/agentic.md).",
+        "`lookups`: chain_lengths, distractors, names, guess_rate, early_stop_rate (docs/agentic.md).",
     )
     dataset_path: LocalPath | None = Field(
         None,

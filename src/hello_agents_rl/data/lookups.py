@@ -19,13 +19,16 @@ for the right final answer, has to find the whole chain in its samples.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hello_agents_rl.data.formatting import build_messages
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.rollouts.trajectory import called
 
 SYSTEM_PROMPT = "Answer with the tools. End with 'Final Answer: <number>'."
 _KB_SEEDS = {"train": 7001, "test": 7002}  # fixed: the held-out entities never move with the run's seed
@@ -72,8 +75,10 @@ def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> s
             return name
 
 
+@functools.cache
 def knowledge_base(split: str, names: str = "words") -> dict[str, dict[str, Any]]:
-    """name -> record, the split's entities; no name is in both splits."""
+    """name -> record, the split's entities (drawn once per process; read it, never change it); no name is in both
+    splits."""
     other = _entities(_KB_SEEDS["test" if split == "train" else "train"], set(), names)
     return _entities(_KB_SEEDS[split], set(other), names)
 
@@ -115,7 +120,11 @@ def record_text(name: str, record: dict[str, Any]) -> str:
     return f"{name}: a company founded by {record['founder']}, {record['employees']} employees."
 
 
-_ALL: dict[str, dict[str, Any]] = {}
+@functools.cache
+def _every_entity() -> dict[str, dict[str, Any]]:
+    """Both splits' entities, either way of naming them: what `lookup` answers and `chain_of` reads."""
+    return {name: record for names in ("words", "ids") for split in ("train", "test")
+            for name, record in knowledge_base(split, names).items()}
 
 
 def lookup(name: str) -> str:
@@ -124,10 +133,7 @@ def lookup(name: str) -> str:
     Args:
         name: The exact name, for example "Kalo Venra" or "Torsa Works".
     """
-    if not _ALL:
-        for names in ("words", "ids"):
-            _ALL.update(knowledge_base("train", names), **knowledge_base("test", names))
-    record = _ALL.get(str(name).strip())
+    record = _every_entity().get(str(name).strip())
     if record is None:
         raise ValueError(f"no entry named {name!r}")
     return record_text(str(name).strip(), record)
@@ -140,9 +146,6 @@ def weather(city: str) -> str:
         city: The city's name.
     """
     return f"{city}: {random.Random(city).choice(['sunny', 'cloudy', 'rain', 'windy'])}."
-
-
-TOOLS = {"lookup": lookup, "calculator": None, "weather": weather}  # calculator: the built-in one
 
 
 def tokenizer_corpus() -> tuple[str, ...]:
@@ -230,8 +233,7 @@ def make_dataset(split: str = "train", num_samples: int | None = None, seed: int
     rows: dict[str, list] = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "chain_length": []}
     for question in questions(split, config, num_samples, seed):
         rows["question"].append(question.text)
-        rows["prompt"].append(([{"role": "system", "content": system_prompt}] if system_prompt else [])
-                              + [{"role": "user", "content": question.text}])
+        rows["prompt"].append(build_messages(question.text, system_prompt))
         rows["completion"].append(demonstrate(question, config, rng))
         rows["ground_truth"].append(str(question.answer))
         rows["chain_length"].append(len(question.calls))
@@ -247,8 +249,7 @@ _TEMPLATES = {  # question text -> (its chain length, the person it is about)
 
 def chain_of(question: str) -> Question | None:
     """The whole chain a question of this task takes (its entities, in whichever split), or None for another text."""
-    kb = {name: record for names in ("words", "ids") for split in ("train", "test")
-          for name, record in knowledge_base(split, names).items()}
+    kb = _every_entity()
     for length, template in _TEMPLATES.items():
         found = template.fullmatch(question.strip())
         if found and kb.get(found[1], {}).get("kind") == "person":
@@ -262,11 +263,7 @@ def chain_completion(details: list[dict[str, Any]]) -> float:
     done = 0
     for row in details:
         question = chain_of(row["question"])
-        made = set()
-        for message in row.get("transcript", []):
-            for call in message.get("tool_calls") or []:
-                arguments = call["function"]["arguments"]
-                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-                made |= {(call["function"]["name"], str(v).strip()) for v in arguments.values()}
+        made = {(name, str(value).strip()) for message in row.get("transcript", [])
+                for name, arguments in map(called, message.get("tool_calls") or []) for value in (arguments or {}).values()}
         done += question is not None and all((tool, argument) in made for tool, argument, _ in question.calls)
     return done / len(details) if details else 0.0

@@ -8,7 +8,9 @@ as B groups (`split_groups`, the order TRL generates them in); evaluation sample
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -109,18 +111,35 @@ def split_groups(completions: Sequence[Any], rewards: Sequence[float | None], gr
             for i in range(0, len(rewards), group_size)]
 
 
+def called(call: Any) -> tuple[str | None, dict[str, Any] | None]:
+    """A tool call's name and arguments (TRL's {"function": {...}} or the function itself; arguments a dict or a
+    JSON string); None for arguments that are not a JSON object."""
+    function = call.get("function", call) if isinstance(call, dict) else {}
+    arguments = function.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return function.get("name"), None
+    return function.get("name"), arguments if isinstance(arguments, dict) else None
+
+
 def grounded_calls(completion: Any, prompt: Any = None) -> int:
     """Distinct tool calls that worked and whose every argument comes from the question or from an earlier call's
     result: a name found in that text, or an expression whose numbers all are. The `step` reward's count in a
     tool run; a call repeated, or one with an argument made up, adds nothing."""
-    import json
-    import re
-
     if not isinstance(completion, list):
         return 0
     messages = [m for m in completion if isinstance(m, dict)]
     seen_text = " ".join(str(m.get("content") or "") for m in (prompt or []) if isinstance(m, dict)
                          and m.get("role") == "user")
+
+    def grounded(value: str) -> bool:
+        if re.search(r"\d", value):
+            seen_numbers = set(re.findall(r"\d+", seen_text))
+            return all(number in seen_numbers for number in re.findall(r"\d+", value))
+        return bool(value.strip()) and value.strip() in seen_text
+
     counted: set[str] = set()
     for i, message in enumerate(messages):
         if message.get("role") == "tool":
@@ -128,21 +147,10 @@ def grounded_calls(completion: Any, prompt: Any = None) -> int:
             continue
         results = [m for m in messages[i + 1:] if m.get("role") == "tool"]
         for k, call in enumerate(message.get("tool_calls") or []):
-            function = call.get("function", call) if isinstance(call, dict) else {}
-            arguments = function.get("arguments", {})
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    continue
+            name, arguments = called(call)
             result = results[k] if k < len(results) else None
-            if result is None or result.get("failed", _is_error(result.get("content"))):
+            if not arguments or result is None or result.get("failed", _is_error(result.get("content"))):
                 continue
-            values = [str(v) for v in (arguments.values() if isinstance(arguments, dict) else [])]
-            grounded = all(
-                all(number in re.findall(r"\d+", seen_text) for number in re.findall(r"\d+", value))
-                if re.search(r"\d", value) else value.strip() and value.strip() in seen_text
-                for value in values)
-            if values and grounded:
-                counted.add(f"{function.get('name')}:{json.dumps(arguments, sort_keys=True)}")
+            if all(grounded(str(value)) for value in arguments.values()):
+                counted.add(f"{name}:{json.dumps(arguments, sort_keys=True)}")
     return len(counted)
