@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from hello_agents_rl.config.base import SectionOf, WritableFolder, nested
 from hello_agents_rl.config.evaluate import EvaluateConfig, evaluation_of
-from hello_agents_rl.config.train import TrainConfig, misplaced_keys
+from hello_agents_rl.config.train import TrainConfig, keys_read_by
 
 
 class PipelineConfig(TrainConfig):
@@ -29,8 +29,8 @@ class PipelineConfig(TrainConfig):
 
     def stage(self, algorithm: str, model_name: str | None = None) -> TrainConfig:
         """One stage's full, validated TrainConfig: the keys the user set at the top, then the stage's own."""
-        shared = self.model_dump(exclude_unset=True, exclude={"action", "algorithm", "sft", "grpo", "evaluation",
-                                                               *misplaced_keys(algorithm, self.model_fields_set)})
+        shared = self.model_dump(exclude_unset=True, exclude={"action", "algorithm", "sft", "grpo", "evaluation"})
+        shared = keys_read_by({**shared, "algorithm": algorithm})
         overrides = self.sft if algorithm == "sft" else self.grpo
         params = {**shared, "output_dir": str(Path(self.output_dir) / algorithm), **overrides, "algorithm": algorithm}
         if model_name is not None:

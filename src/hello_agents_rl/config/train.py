@@ -61,8 +61,8 @@ def misplaced_keys(algorithm: str, keys: set[str]) -> list[str]:
 
 
 def keys_read_by(params: dict[str, Any]) -> dict[str, Any]:
-    """Keys shared by runs of either algorithm (a search's base and space), less those this run's algorithm never
-    reads."""
+    """Keys shared by runs of either algorithm (a search's base and space, a pipeline's top level), less those this
+    run's algorithm never reads."""
     algorithm = params.get("algorithm", "grpo")
     return {key: value for key, value in params.items() if ONLY_FOR.get(key, algorithm) == algorithm}
 

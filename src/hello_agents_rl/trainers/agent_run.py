@@ -61,8 +61,8 @@ def summary(spec: AgentSpec) -> dict[str, Any]:
 def mismatch(recorded: dict[str, Any] | None, prompt: dict[str, Any]) -> str | None:
     """What the agent sends that the starting model was not trained with (its tools, its system prompt), where the
     starting model recorded an agent: a model trained on one calculator, prompted with five tools, stays at reward 0."""
-    before = (recorded or {}).get("agent")
-    now = prompt.get("agent")
+    recorded = recorded or {}
+    before, now = recorded.get("agent"), prompt.get("agent")
     if not before or not now:
         return None
     differences = []
@@ -71,8 +71,8 @@ def mismatch(recorded: dict[str, Any] | None, prompt: dict[str, Any]) -> str | N
         differences.append(f"tools {before['tools']} then, {now['tools']} now"
                            + (f" (new: {', '.join(added)})" if added else "")
                            + (f" (gone: {', '.join(dropped)})" if dropped else ""))
-    if (recorded or {}).get("system_prompt") != prompt.get("system_prompt"):
-        differences.append(f"system prompt {str((recorded or {}).get('system_prompt'))[:80]!r} then, "
+    if recorded.get("system_prompt") != prompt.get("system_prompt"):
+        differences.append(f"system prompt {str(recorded.get('system_prompt'))[:80]!r} then, "
                            f"{str(prompt.get('system_prompt'))[:80]!r} now")
     if not differences:
         return None
