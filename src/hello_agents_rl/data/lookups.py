@@ -32,7 +32,10 @@ from hello_agents_rl.rollouts.trajectory import called
 
 SYSTEM_PROMPT = "Answer with the tools. End with 'Final Answer: <number>'."
 _KB_SEEDS = {"train": 7001, "test": 7002}  # fixed: the held-out entities never move with the run's seed
-_PEOPLE, _CITIES, _COMPANIES = 240, 60, 60
+# people, cities, companies. Training's are many, so that SFT's examples rarely meet one entity twice: with 240
+# people each seen ~80 times, the tiny model remembered their facts instead of reading the results, and on held-out
+# entities answered numbers it had not read (docs/agentic.md).
+_SIZES = {"train": (6000, 600, 600), "test": (240, 60, 60)}
 _SYLLABLES = ("ka", "lo", "mi", "ra", "ven", "tor", "sa", "bel", "dun", "fi", "gar", "hol", "ist", "jo", "kel",
               "mar", "nor", "pel", "quin", "ros", "sul", "tam", "ul", "vor", "wen", "yal", "zed", "bri", "cor", "dal")
 TEST_QUESTIONS = 250
@@ -79,8 +82,8 @@ def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> s
 def knowledge_base(split: str, names: str = "words") -> dict[str, dict[str, Any]]:
     """name -> record, the split's entities (drawn once per process; read it, never change it); no name is in both
     splits."""
-    other = _entities(_KB_SEEDS["test" if split == "train" else "train"], set(), names)
-    return _entities(_KB_SEEDS[split], set(other), names)
+    taken = set() if split == "test" else set(knowledge_base("test", names))  # the held-out split never moves
+    return _entities(_KB_SEEDS[split], taken, names, _SIZES[split])
 
 
 def _id(rng: random.Random, used: set[str], prefix: str, digits: int) -> str:
@@ -91,16 +94,17 @@ def _id(rng: random.Random, used: set[str], prefix: str, digits: int) -> str:
             return name
 
 
-def _entities(seed: int, taken: set[str], names: str = "words") -> dict[str, dict[str, Any]]:
+def _entities(seed: int, taken: set[str], names: str, sizes: tuple[int, int, int]) -> dict[str, dict[str, Any]]:
     rng, used = random.Random(seed), set(taken)
+    n_people, n_cities, n_companies = sizes
     if names == "ids":
-        cities = [_id(rng, used, "C", 3) for _ in range(_CITIES)]
-        companies = [_id(rng, used, "K", 3) for _ in range(_COMPANIES)]
-        people = [_id(rng, used, "P", 4) for _ in range(_PEOPLE)]
+        cities = [_id(rng, used, "C", 3) for _ in range(n_cities)]
+        companies = [_id(rng, used, "K", 3) for _ in range(n_companies)]
+        people = [_id(rng, used, "P", 4) for _ in range(n_people)]
     else:
-        cities = [_name(rng, used, 1) for _ in range(_CITIES)]
-        companies = [_name(rng, used, 1, " Works") for _ in range(_COMPANIES)]
-        people = [_name(rng, used, 2) for _ in range(_PEOPLE)]
+        cities = [_name(rng, used, 1) for _ in range(n_cities)]
+        companies = [_name(rng, used, 1, " Works") for _ in range(n_companies)]
+        people = [_name(rng, used, 2) for _ in range(n_people)]
     kb: dict[str, dict[str, Any]] = {}
     for city in cities:
         kb[city] = {"kind": "city", "population": rng.randint(10_000, 999_999)}
