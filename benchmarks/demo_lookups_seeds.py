@@ -1,10 +1,12 @@
 """The multi-step tool demo (`hello-agents-rl demo --task lookups`) over seeds, against its targets.
 
-    python benchmarks/demo_lookups_seeds.py [--seeds 0 1 2] [--quick] [--threads 1] [--reuse]
+    python benchmarks/demo_lookups_seeds.py [--seeds 0 1 2] [--quick] [--threads 1] [--reuse] [--agent]
 
 Each seed runs the demo in a fresh process: SFT on an imperfect demonstrator that guesses or stops a chain of
 lookups one call early, then GRPO rewarded for the right final answer, both scored greedily on 250 held-out
-questions about entities training never saw. Per seed, before and after GRPO: task success, the share of questions
+questions about entities training never saw. `--agent` runs `demo --task agent-lookups` instead: a hello-agents
+ReActAgent with lookup and calculator Tools of its own, trained as it is and scored by agent.run against the served
+model (run it with a Python that has hello-agents). Per seed, before and after GRPO: task success, the share of questions
 whose every chain call was made, calls per question, and the share of calls that failed (a name that is not in
 the knowledge base, a bad expression). Targets, each seed on its own (a recipe that passes on one seed only is not
 a result): SFT's task success between 10% and 60% (the demonstrator's habits learnt, not the task), and GRPO at
@@ -45,27 +47,32 @@ def report(runs: dict[int, dict], model: str) -> tuple[str, list[str]]:
 
 
 def main() -> int:
-    parser = seeds_parser(__doc__ or "", "outputs/demo_lookups_seeds")
+    parser = seeds_parser(__doc__ or "", None)
     parser.add_argument("--doc", action="store_true", help="write the table into docs/agentic.md's demo-lookups block")
+    parser.add_argument("--agent", action="store_true", help="the ReActAgent demo (demo --task agent-lookups)")
     args = parser.parse_args()
+    task, block_name = ("agent-lookups", "demo-agent-lookups") if args.agent else ("lookups", "demo-lookups")
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    root = Path(args.output_dir)
+    root = Path(args.output_dir or f"outputs/demo_{task.replace('-', '_')}_seeds")
     root.mkdir(parents=True, exist_ok=True)
-    runs = {seed: run_seed(seed, root / f"seed{seed}", args.quick, args.reuse, args.model, task="lookups")
+    runs = {seed: run_seed(seed, root / f"seed{seed}", args.quick, args.reuse, args.model, task=task)
             for seed in args.seeds}
     text, verdicts = report(runs, args.model)
     command = (f"python benchmarks/demo_lookups_seeds.py --seeds {' '.join(map(str, args.seeds))}"
                f"{' --quick' if args.quick else ''}{f' --threads {args.threads}' if args.threads else ''}"
-               f"{' --model ' + args.model if args.model != 'tiny' else ''}{' --reuse' if args.reuse else ''}")
-    block = (f"Measured by `{command}` (held-out, greedy, {runs[args.seeds[0]]['grpo']['num_questions']} questions "
-             f"about entities never seen in training; lookup and calculator available):\n\n{text}\n\n"
+               f"{' --model ' + args.model if args.model != 'tiny' else ''}{' --reuse' if args.reuse else ''}"
+               f"{' --agent' if args.agent else ''}")
+    scored = ("a hello-agents ReActAgent's agent.run against `serve` of each model" if args.agent
+              else "greedy, lookup and calculator available")
+    block = (f"Measured by `{command}` (held-out, {runs[args.seeds[0]]['grpo']['num_questions']} questions "
+             f"about entities never seen in training; {scored}):\n\n{text}\n\n"
               + "\n".join(verdicts) + "\n")
     print(block)
     if args.doc:
         from readme_blocks import write_block
 
-        write_block("demo-lookups", block)
+        write_block(block_name, block)
     (root / "summary.json").write_text(json.dumps({"table": text, "verdicts": verdicts}, indent=2))
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1
 

@@ -90,11 +90,13 @@ def class_blocker(trl_trainer_class: type) -> str | None:
 
 def signature_problem(module: str, owner: str, name: str, expected: tuple[str, ...]) -> str | None:
     """Why module.owner.name is not there with these leading parameters (None: it is)."""
-    method = getattr(getattr(importlib.import_module(module), owner, None), name, None)
+    found = importlib.import_module(module)
+    method = getattr(getattr(found, owner, None) if owner else found, name, None)  # owner "": a module's function
+    where = f"{owner}.{name}" if owner else name
     if method is None:
-        return f"{module} has no {owner}.{name} any more"
+        return f"{module} has no {where} any more"
     if tuple(inspect.signature(method).parameters)[: len(expected)] != expected:
-        return f"{module} changed the signature of {owner}.{name}"
+        return f"{module} changed the signature of {where}"
     return None
 
 
@@ -145,6 +147,9 @@ REPLACED_METHODS = {
         "rolling back a round whose tool messages are longer than the completion budget"),
     ("transformers.cli.serving.chat_completion", "ChatCompletionHandler", "_validate_request"): (
         ("self", "body"), "workflows/transformers_serve.py: tool_choice refused, any model name served"),
+    ("transformers.cli.serving.chat_completion", "", "parse_assistant_message"): (
+        ("processor", "model", "generated_ids", "input_ids", "cleaned_content", "tools"),
+        "workflows/transformers_serve.py: a reply whose tool call max_tokens cut short is returned as its text"),
 }
 # TRL's logged metrics that the console line, the training doctor and dynamic sampling read (TRL renames them at
 # times): name -> what reads it, and whether a run logs it always (False: only in some configurations).

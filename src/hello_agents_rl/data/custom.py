@@ -102,11 +102,44 @@ def build_rows(
         question = str(record[question_column])
         rows["question"].append(question)
         rows["prompt"].append(build_messages(question, system_prompt))
-        rows["completion"].append([{"role": "assistant", "content": format_solution(record[answer_column])}])
+        rows["completion"].append(_completion(record, f"{source}:{where}")
+                                  or [{"role": "assistant", "content": format_solution(record[answer_column])}])
         rows["ground_truth"].append(_canonical(truth))
     if not rows["question"]:
         raise ConfigError(f"{source}: no examples found; the dataset is empty")
     return Dataset.from_dict(rows)
+
+
+def _completion(record: dict[str, Any], where: str) -> list[dict[str, Any]] | None:
+    """A row's own `completion`, what SFT imitates: a text, or a transcript of assistant turns (with `tool_calls`)
+    and `tool` results; None without one. Each call's arguments become a JSON string: as dicts, Arrow would give
+    every call the keys of every other tool, set to null."""
+    completion = record.get("completion")
+    if completion is None or completion == "" or completion == []:
+        return None
+    if isinstance(completion, str):
+        return [{"role": "assistant", "content": completion}]
+    fix = ("give `completion` as a text, or a list of messages: assistant turns (content, tool_calls) and "
+           "tool results (role tool, name, content)")
+    if not isinstance(completion, list):
+        raise ConfigError(f"{where}: `completion` is {type(completion).__name__}; {fix}")
+    messages = []
+    for index, message in enumerate(completion):
+        if not isinstance(message, dict) or message.get("role") not in ("assistant", "tool"):
+            raise ConfigError(f"{where}: `completion` message {index} is not an assistant or tool message; {fix}")
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", call) if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not function.get("name"):
+                raise ConfigError(f"{where}: `completion` message {index} has a tool call without a name; "
+                                  'write each as {"function": {"name": ..., "arguments": {...}}}')
+            arguments = function.get("arguments", {})
+            calls.append({"type": "function", "function": {"name": function["name"], "arguments": (
+                arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))}})
+        messages.append({"role": message["role"], "content": str(message.get("content") or ""),
+                         **({"tool_calls": calls} if calls else {}),
+                         **({"name": str(message["name"])} if message.get("name") else {})})
+    return messages
 
 
 def _canonical(value: Fraction) -> str:

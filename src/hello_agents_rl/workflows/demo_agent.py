@@ -7,19 +7,27 @@ answers from a flawed estimate, its transcripts rendered as the agent renders th
 schema, the tool messages its own code makes); GRPO then trains the agent itself (`"agent": agent`). Both models
 are scored by the real loop on held-out questions: `hello-agents-rl serve` of each model, and `agent.run(question)`
 through `HelloAgentsLLM` against it, one fresh agent per question. Offline: the tiny model by default.
+
+`--task agent-lookups` is the same loop over several steps: a hello-agents `ReActAgent` with two Tools of its own,
+`lookup` and `calculator`, on the lookups task (data/lookups.py: chains of 2-4 dependent calls about entities the
+held-out questions never share with training). SFT imitates a demonstrator that guesses or stops a chain one call
+short, each transcript ending in the agent's own `Finish` call; GRPO trains the agent itself. Scored by
+agent.run: task success, the share of questions whose every chain call was made, calls per question, failed calls.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.data.multiplication import make_dataset
+from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
@@ -30,12 +38,13 @@ from hello_agents_rl.rollouts.agent_spec import agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
+from hello_agents_rl.workflows.demo_tool_use import LOOKUP_RECIPES, Recipe, task_rows
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
-from hello_agents_rl.workflows.demo_tool_use import Recipe
 from hello_agents_rl.workflows.serve import running, served_model_id
 
 INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on Python 3.10+, 1.0.1 on 3.12+
 SYSTEM_PROMPT = "Multiply with the calculator. End with 'Final Answer: <number>'."
+REACT_SYSTEM_PROMPT = "Answer with the tools, one call at a time. End by calling Finish with the number."
 # the agent keeps only its calculator: hello-agents 1.0.0's default Config adds four more tools and writes files
 AGENT_EXTRAS_OFF = ("trace_enabled", "skills_enabled", "subagent_enabled", "todowrite_enabled", "devlog_enabled",
                     "session_enabled")
@@ -61,84 +70,113 @@ def hello_agents() -> Any:
     return hello_agents
 
 
-def calculator_tool() -> Any:
-    """The calculator as a hello-agents Tool, written with its own API; `calls` records what it computed."""
+def recorded_tool(name: str, description: str, parameter: str, example: str, compute: Callable[[str], str],
+                  log: list[list[str]]) -> Any:
+    """A hello-agents Tool written with its own API (a `Tool` subclass whose `run` returns a `ToolResponse`) over
+    `compute`, one string parameter; each call is appended to `log` as [tool, argument, result or "error: ..."]."""
     from hello_agents.tools import Tool, ToolErrorCode, ToolParameter, ToolResponse
 
-    class Calculator(Tool):
+    class Recorded(Tool):
         def __init__(self) -> None:
-            super().__init__(name="calculator", description="Evaluate an arithmetic expression exactly.")
-            self.calls: list[tuple[str, str]] = []
+            super().__init__(name=name, description=description)
 
         def get_parameters(self) -> list[Any]:
-            return [ToolParameter(name="expression", type="string",
-                                  description='The arithmetic expression, for example "347 * 56".')]
+            return [ToolParameter(name=parameter, type="string", description=f'For example "{example}".')]
 
         def run(self, parameters: dict[str, Any]) -> Any:
-            expression = str(parameters.get("expression", ""))
+            argument = str(parameters.get(parameter, ""))
             try:
-                result = calculator(expression)
+                result = compute(argument)
             except ValueError as error:
-                self.calls.append((expression, f"error: {error}"))
+                log.append([name, argument, f"error: {error}"])
                 return ToolResponse.error(code=ToolErrorCode.INVALID_PARAM, message=str(error))
-            self.calls.append((expression, result))
+            log.append([name, argument, result])
             return ToolResponse.success(text=result)
 
-    return Calculator()
+    return Recorded()
 
 
-def make_agent(folder: Path, base_url: str = "http://127.0.0.1:9/v1", model: str = "served",
-               max_tokens: int | None = None, tool: Any = None) -> Any:
-    """The demo's agent: a SimpleAgent with the calculator and a short system prompt (the tiny model's context is
-    small), greedy. Its LLM is only called by agent.run; training reads the agent and never calls it."""
-    from hello_agents import HelloAgentsLLM, SimpleAgent, ToolRegistry
+def agent_tools(task: str, log: list[list[str]]) -> list[Any]:
+    """The demo agent's own Tools: the calculator, and for the lookups task the knowledge base's lookup."""
+    tools = [recorded_tool("calculator", "Evaluate an arithmetic expression exactly.", "expression", "347 * 56",
+                           calculator, log)]
+    if task == "lookups":
+        tools.insert(0, recorded_tool("lookup", "Look up a person, a city or a company by its exact name.", "name",
+                                      "P4821", lookups.lookup, log))
+    return tools
+
+
+def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http://127.0.0.1:9/v1",
+               model: str = "served", max_tokens: int | None = None, log: list[list[str]] | None = None,
+               max_tool_turns: int = 2) -> Any:
+    """The demo's agent, greedy: a SimpleAgent with the calculator (multiplication), or a ReActAgent with lookup and
+    calculator (lookups), each with a short system prompt (the tiny model's context is small). Its LLM is only
+    called by agent.run; training reads the agent and never calls it."""
+    from hello_agents import HelloAgentsLLM, ReActAgent, SimpleAgent, ToolRegistry
     from hello_agents.core.config import Config
 
     registry = ToolRegistry()
-    registry.register_tool(tool if tool is not None else calculator_tool())
+    for tool in agent_tools(task, [] if log is None else log):
+        registry.register_tool(tool)
     extras_off = {k: False for k in AGENT_EXTRAS_OFF if k in Config.model_fields}  # the fields of this version
     config = Config(**extras_off, tool_output_dir=str(folder / "tool-output"))  # long tool outputs (none here)
-    print(f"   the agent's Config: Config({', '.join(f'{k}=False' for k in extras_off)}): its calculator alone, "
+    print(f"   the agent's Config: Config({', '.join(f'{k}=False' for k in extras_off)}): its own tools alone, "
           "no files written", flush=True)
     llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=0, max_tokens=max_tokens)
+    if task == "lookups":
+        # 1.0.0 counts every model call a step (the Finish call too); 1.0.1 counts tool rounds
+        limit = {"max_tool_iterations": max_tool_turns} if "max_tool_iterations" in inspect.signature(
+            ReActAgent).parameters else {"max_steps": max_tool_turns + 1}
+        return ReActAgent(name="lookup-agent", llm=llm, system_prompt=REACT_SYSTEM_PROMPT, config=config,
+                          tool_registry=registry, **limit)
     return SimpleAgent(name="calculator-agent", llm=llm, system_prompt=SYSTEM_PROMPT, config=config,
                        tool_registry=registry)
 
 
 def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick: bool = False,
-             recipe: Recipe | None = None, model: str = "tiny", reuse: bool = False) -> dict[str, Any]:
+             recipe: Recipe | None = None, model: str = "tiny", reuse: bool = False,
+             task: str = "multiplication") -> dict[str, Any]:
     """Build, SFT, GRPO, then the real agent loop on each model. `reuse`: keep the SFT and GRPO runs this folder
-    already completed (same seed and recipe) and only run the agents again."""
+    already completed (same seed and recipe) and only run the agents again. `task`: multiplication (a SimpleAgent
+    with a calculator) or lookups (a ReActAgent with lookup and calculator)."""
     package = hello_agents()  # before anything is built: without hello-agents, say how to install it
-    recipe = recipe or RECIPES[(model, quick)]
+    if task == "lookups" and model != "tiny":
+        raise ConfigError("`model`: the multi-step agent demo runs on the tiny model (--model tiny)")
+    recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     started, laps = time.time(), {}
-    agent = make_agent(out)
+    agent = make_agent(out, recipe.task, max_tool_turns=recipe.max_tool_turns)
 
     def lap(name: str) -> None:
         laps[name] = round(time.time() - started - sum(laps.values()), 1)
 
+    tools = ", ".join(t["function"]["name"] for t in agent_spec(agent).schemas)
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template; hello-agents {package.__version__} "
-          f"SimpleAgent with a calculator Tool", flush=True)
-    start = (smollm2_tool_model(out / "smollm2") if recipe.model == "smollm2"
-             else build_tiny_tool_model(out / "tiny", seed=seed))
+          f"{type(agent).__name__} with its tools: {tools}", flush=True)
+    if recipe.model == "smollm2":
+        start = smollm2_tool_model(out / "smollm2")
+    elif recipe.task == "lookups":  # a tokenizer that merges the task's text as well
+        start = build_tiny_tool_model(out / "tiny", seed=seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)
+    else:
+        start = build_tiny_tool_model(out / "tiny", seed=seed)
     lap("build")
-    print(f"== 2/4 SFT on the agent's transcripts of a demonstrator calling the calculator {recipe.tool_rate:.0%} "
-          "of the time", flush=True)
+    habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
+             else f"calls the calculator {recipe.tool_rate:.0%} of the time")
+    print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
     reused = {name: _completed(out / name, reuse) for name in ("sft", "grpo")}
     sft = reused["sft"] or actions.run(_train(recipe, seed, agent) | {
         "algorithm": "sft", "model_name": str(start), "output_dir": str(out / "sft"),
         "dataset": demonstrations(agent, recipe, seed), "max_steps": recipe.sft_steps,
         "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
-        "warmup_ratio": recipe.sft_warmup_ratio, "max_length": 256})
+        "warmup_ratio": recipe.sft_warmup_ratio, "max_length": 640 if recipe.task == "lookups" else 256})
     lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
     grpo = reused["grpo"] or actions.run(_train(recipe, seed, agent) | {
         "algorithm": "grpo", "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
-        "dataset": make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1),
+        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1),
         "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size, "num_generations": recipe.num_generations,
         "learning_rate": recipe.grpo_learning_rate, "kl_coef": recipe.kl_coef, "temperature": recipe.temperature,
         "lr_scheduler_type": recipe.grpo_lr_scheduler, "warmup_ratio": recipe.grpo_warmup_ratio,
@@ -149,7 +187,8 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     details = {name: run_agent(run["model_path"], recipe, out / name / "agent_details.jsonl")
                for name, run in (("sft", sft), ("grpo", grpo))}
     lap("agent_eval")
-    results = {"task": "agent", "seed": seed, "quick": quick, "hello_agents": package.__version__,
+    results = {"task": "agent-lookups" if recipe.task == "lookups" else "agent", "seed": seed, "quick": quick,
+               "hello_agents": package.__version__,
                "reused_training": [name for name, run in reused.items() if run],  # `reuse`: trained by an earlier run
                "agent": grpo.get("prompt", {}).get("agent"),
                **{name: summary(rows) for name, rows in details.items()},
@@ -157,7 +196,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
                "seconds": laps, "wall_time_s": round(time.time() - started, 1)}
     atomic_write_json(out / RESULTS, results)
     print(format_table(results), flush=True)
-    print(f"results.json, agent_details.jsonl (each answer and its calculator calls), models and logs in {out}",
+    print(f"results.json, agent_details.jsonl (each answer and its tool calls), models and logs in {out}",
           flush=True)
     return results
 
@@ -173,9 +212,10 @@ def _train(recipe: Recipe, seed: int, agent: Any) -> dict[str, Any]:
 
 
 def demonstrations(agent: Any, recipe: Recipe, seed: int) -> Any:
-    """The demonstrator's transcripts with each tool message the one the agent's own code makes for that call."""
+    """The demonstrator's transcripts as the agent would have made them: each tool message the one the agent's own
+    code makes for that call, and the final answer a `Finish` call where the agent ends that way (ReActAgent)."""
     spec = agent_spec(agent)
-    rows = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, tool_rate=recipe.tool_rate)
+    rows = task_rows(recipe, recipe.sft_steps * recipe.sft_batch_size, seed)
 
     def as_agent(row: dict[str, Any]) -> dict[str, Any]:
         completion, last_calls = [], []
@@ -183,6 +223,10 @@ def demonstrations(agent: Any, recipe: Recipe, seed: int) -> Any:
             if message["role"] == "tool":
                 call = next(c for c in last_calls if c["function"]["name"] == message["name"])["function"]
                 message = {**message, "content": spec.execute(call["name"], json.loads(call["arguments"]))}
+            elif spec.finish_tool and not message.get("tool_calls"):  # "Final Answer: N" -> Finish(answer="N")
+                answer = message["content"].removeprefix("Final Answer:").strip()
+                message = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                    "name": spec.finish_tool, "arguments": json.dumps({"answer": answer})}}]}
             last_calls = message.get("tool_calls") or last_calls
             completion.append(message)
         return {"completion": completion}
@@ -190,33 +234,47 @@ def demonstrations(agent: Any, recipe: Recipe, seed: int) -> Any:
     return rows.map(as_agent)
 
 
+def held_out_rows(recipe: Recipe) -> Any:
+    """The held-out questions the agents answer."""
+    rows = (lookups.make_dataset("test", None, 0, recipe.task_config) if recipe.task == "lookups"
+            else multiplication.make_dataset("test", None, 0))
+    return rows.select(range(recipe.eval_questions))
+
+
 def run_agent(model_path: str, recipe: Recipe, details_path: Path) -> list[dict[str, Any]]:
     """Each held-out question through agent.run against the served model: one fresh agent per question."""
-    rows = make_dataset("test", None, 0).select(range(recipe.eval_questions))
     details = []
     with running(model_path) as base_url:
         model = served_model_id(base_url)  # before any question: an agent whose calls fail is no measurement
-        for row in rows:
-            tool = calculator_tool()
-            with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each tool it registers
-                agent = make_agent(details_path.parent, base_url, model, max_tokens=recipe.max_new_tokens, tool=tool)
-            try:
-                answer, error = agent.run(row["question"]), None
-            except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
-                answer, error = "", f"{type(failure).__name__}: {failure}"
+        for row in held_out_rows(recipe):
+            calls: list[list[str]] = []
+            with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each tool it registers, each step
+                agent = make_agent(details_path.parent, recipe.task, base_url, model, recipe.max_new_tokens, calls,
+                                   recipe.max_tool_turns)
+                try:
+                    answer, error = agent.run(row["question"]), None
+                except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
+                    answer, error = "", f"{type(failure).__name__}: {failure}"
             details.append({"question": row["question"], "ground_truth": row["ground_truth"], "answer": answer,
-                            "correct": is_correct(answer, row["ground_truth"]), "calls": tool.calls, "error": error})
+                            "correct": is_correct(answer, row["ground_truth"]), "calls": calls, "error": error})
     details_path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details), encoding="utf-8")
     return details
 
 
 def summary(details: list[dict[str, Any]]) -> dict[str, Any]:
+    """Task success and the tool figures; for the lookups task also the share whose every chain call was made."""
     n = max(len(details), 1)
     calls = [c for d in details for c in d["calls"]]
-    return {"accuracy": sum(d["correct"] for d in details) / n,
-            "tool_call_rate": sum(bool(d["calls"]) for d in details) / n,
-            "failed_call_rate": sum(r.startswith("error:") for _, r in calls) / max(len(calls), 1),
-            "failed_runs": sum(d["error"] is not None for d in details), "num_questions": len(details)}
+    figures = {"accuracy": sum(d["correct"] for d in details) / n,
+               "tool_call_rate": sum(bool(d["calls"]) for d in details) / n,
+               "mean_calls": len(calls) / n,
+               "failed_call_rate": sum(result.startswith("error:") for _, _, result in calls) / max(len(calls), 1),
+               "failed_runs": sum(d["error"] is not None for d in details), "num_questions": len(details)}
+    if details and lookups.chain_of(details[0]["question"]) is not None:
+        figures["chain_completion_rate"] = sum(
+            lookups.chain_made(d["question"], {(tool, argument.strip()) for tool, argument, _ in d["calls"]})
+            for d in details) / n
+    return figures
 
 
 def format_table(results: dict[str, Any]) -> str:

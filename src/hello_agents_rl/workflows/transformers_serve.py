@@ -1,4 +1,4 @@
-"""`transformers serve`, with two changes to how it reads a chat request.
+"""`transformers serve`, with two changes to how it reads a chat request and one to how it answers.
 
 - It serves one model, so any `model` name in a request gets that model: the reader's agent is written
   `HelloAgentsLLM(model="m", base_url=...)`, and a server pinned to a folder path would answer any other name
@@ -7,6 +7,9 @@
   choose whether to call a tool, accepting `tool_choice` and ignoring it (a warning in the server's log only).
   "auto", what hello-agents agents send, is what it does anyway; "none", "required" or a named function would be
   a silent change of what the client asked for, so those requests get a 400 naming the field.
+- A reply whose tool call `max_tokens` cut short is answered as its text, with finish_reason "length": transformers
+  (5.24) fails to parse it and answers 500, which ends an agent's whole run (hello-agents raises), where a cut
+  reply is one wrong step.
 
 Run as `python -m hello_agents_rl.workflows.transformers_serve serve MODEL ...`, the arguments of
 `transformers serve`.
@@ -55,8 +58,31 @@ def read_requests_as_served() -> None:
     ChatCompletionHandler._validate_request = checked
 
 
+def answer_cut_tool_calls_as_text() -> None:
+    """chat_completion.parse_assistant_message (coupling.py checks its signature): what fails to parse is the text."""
+    from transformers.cli.serving import chat_completion
+
+    from hello_agents_rl.coupling import replaced_blocker
+
+    problem = replaced_blocker("transformers.cli.serving.chat_completion", "", "parse_assistant_message")
+    if problem:
+        raise SystemExit(f"hello-agents-rl serve: {problem}; use the transformers version in requirements.lock, or "
+                         "--engine vllm")
+    parse = chat_completion.parse_assistant_message
+
+    def tolerant(processor: Any, model: Any, generated_ids: Any, input_ids: Any, cleaned_content: str = "",
+                 tools: Any = None) -> Any:
+        try:
+            return parse(processor, model, generated_ids, input_ids, cleaned_content, tools)
+        except ValueError:  # transformers' response parser: a tool call's JSON cut off
+            return cleaned_content, None, None
+
+    chat_completion.parse_assistant_message = tolerant
+
+
 def main() -> None:
     read_requests_as_served()
+    answer_cut_tool_calls_as_text()
     from transformers.cli.transformers import main as transformers_cli
 
     sys.argv = ["transformers", *sys.argv[1:]]

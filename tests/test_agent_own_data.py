@@ -1,0 +1,151 @@
+"""A reader's own multi-tool agent on their own questions file, as docs/agentic.md shows it: a hello-agents 1.0.0
+ReActAgent with two Tools the test writes (`find_order`, `stock_of`; the answer needs both, the second's argument
+read from the first's result), SFT on the file's transcripts, GRPO on its questions with a combined accuracy + step
+reward, then `agent.run` against `hello-agents-rl serve` of the trained model. The file's `completion` column is
+what SFT imitates; here its tool calls carry their arguments as JSON objects, as a person writes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SRC, Venv
+
+from hello_agents_rl import ConfigError
+from hello_agents_rl.data.custom import load_file
+
+RUN = """
+import json, sys
+from pathlib import Path
+from hello_agents import HelloAgentsLLM, ReActAgent, ToolRegistry
+from hello_agents.core.config import Config
+from hello_agents.tools import Tool, ToolErrorCode, ToolParameter, ToolResponse
+from hello_agents_rl.interfaces.tool import RLTrainingTool
+from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+from hello_agents_rl.workflows.serve import running, served_model_id
+
+ORDERS = {"4471": "W2", "5180": "W1", "6032": "W3", "7315": "W2", "8124": "W1", "9267": "W3"}
+STOCK = {"W1": 128, "W2": 312, "W3": 57}
+calls = []  # every call the agent's own Tools ran: (tool, argument)
+
+
+class FindOrder(Tool):
+    def __init__(self):
+        super().__init__(name="find_order", description="Which warehouse holds an order.")
+
+    def get_parameters(self):
+        return [ToolParameter(name="order", type="string", description="The order number, e.g. 4471.")]
+
+    def run(self, parameters):
+        order = str(parameters.get("order", "")); calls.append(("find_order", order))
+        if order not in ORDERS:
+            return ToolResponse.error(code=ToolErrorCode.INVALID_PARAM, message=f"no order {order}")
+        return ToolResponse.success(text=f"Order {order} is in warehouse {ORDERS[order]}.")
+
+
+class StockOf(Tool):
+    def __init__(self):
+        super().__init__(name="stock_of", description="Items left in a warehouse.")
+
+    def get_parameters(self):
+        return [ToolParameter(name="warehouse", type="string", description="The warehouse, e.g. W2.")]
+
+    def run(self, parameters):
+        warehouse = str(parameters.get("warehouse", "")); calls.append(("stock_of", warehouse))
+        if warehouse not in STOCK:
+            return ToolResponse.error(code=ToolErrorCode.INVALID_PARAM, message=f"no warehouse {warehouse}")
+        return ToolResponse.success(text=f"{warehouse} has {STOCK[warehouse]} items left.")
+
+
+def agent(base_url="http://127.0.0.1:9/v1", model="m"):
+    registry = ToolRegistry(); registry.register_tool(FindOrder()); registry.register_tool(StockOf())
+    config = Config(skills_enabled=False, subagent_enabled=False, todowrite_enabled=False, devlog_enabled=False,
+                    session_enabled=False, trace_enabled=False, tool_output_dir=str(out / "tool-output"))
+    llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=0, max_tokens=120)
+    return ReActAgent(name="orders", llm=llm, system_prompt="Answer with the tools.", config=config,
+                      tool_registry=registry, max_steps=4)
+
+
+def call(name, **arguments):
+    return {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
+
+
+out = Path(sys.argv[1])
+questions = out / "orders.jsonl"
+with questions.open("w") as file:
+    for order, warehouse in ORDERS.items():
+        left = STOCK[warehouse]
+        file.write(json.dumps({"question": f"How many items are left in the warehouse that holds order {order}?",
+                               "answer": str(left), "completion": [
+            call("find_order", order=order),
+            {"role": "tool", "name": "find_order", "content": f"Order {order} is in warehouse {warehouse}."},
+            call("stock_of", warehouse=warehouse),
+            {"role": "tool", "name": "stock_of", "content": f"{warehouse} has {left} items left."},
+            call("Finish", answer=str(left))]}) + "\\n")
+
+common = {"action": "train", "dataset": str(questions), "use_lora": False, "report_to": "none", "seed": 0}
+sft = RLTrainingTool().run({**common, "algorithm": "sft", "agent": agent(), "output_dir": str(out / "sft"),
+                            "model_name": str(build_tiny_tool_model(out / "tiny")), "max_steps": 150, "batch_size": 8,
+                            "learning_rate": 3e-3, "logging_steps": 50})
+calls.clear()
+grpo = RLTrainingTool().run({**common, "algorithm": "grpo", "agent": agent(), "output_dir": str(out / "grpo"),
+                             "model_name": sft["model_path"], "max_steps": 2, "batch_size": 4, "num_generations": 4,
+                             "max_new_tokens": 200, "reward_type": "combined", "reward_config": {"components": [
+                                 {"type": "accuracy", "weight": 1.0}, {"type": "step", "weight": 1.0, "step_bonus": 0.1}]}})
+trained_calls, calls[:] = sorted(set(calls)), []
+with running(grpo["model_path"]) as base_url:
+    answer = agent(base_url, served_model_id(base_url)).run("How many items are left in the warehouse that holds order 4471?")
+print(json.dumps({"sft": sft["status"], "grpo": grpo["status"], "reward": grpo["average_reward"], "tools": grpo["tools"],
+                  "agent": grpo["prompt"]["agent"], "trained_calls": trained_calls, "answer": answer, "run_calls": calls}))
+"""
+
+
+@pytest.mark.slow
+def test_a_react_agent_with_two_tools_of_its_own_trains_on_a_questions_file(hello_agents_100: Venv,
+                                                                           tmp_path: Path) -> None:
+    out = json.loads(hello_agents_100.run("-c", RUN, tmp_path, timeout=1200, env={
+        "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}).strip().splitlines()[-1])
+    assert out["sft"] == out["grpo"] == "completed"
+    assert out["agent"]["class"].endswith("ReActAgent") and {"find_order", "stock_of"} <= set(out["agent"]["tools"])
+    # GRPO's rollouts ran the test's own Tool objects, each of the two, through the agent's registry
+    assert {tool for tool, _ in out["trained_calls"]} == {"find_order", "stock_of"}
+    assert out["tools"]["calls"] > 0 and out["tools"]["failures"] == 0
+    assert out["reward"] > 1.0, "right answers (1.0) and the step reward's credit for their grounded calls (0.1 each)"
+    # the served model, in the agent's own loop: both lookups, the second from the first's result, then Finish
+    assert out["run_calls"] == [["find_order", "4471"], ["stock_of", "W2"]] and out["answer"] == "312"
+
+
+def test_a_questions_files_completion_is_what_sft_imitates(tmp_path: Path) -> None:
+    call = {"function": {"name": "find_order", "arguments": {"order": "4471"}}}
+    other = {"function": {"name": "stock_of", "arguments": {"warehouse": "W2"}}}
+    rows = [{"question": "Where is order 4471?", "answer": "2", "completion": [
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "name": "find_order", "content": "W2"},
+                {"role": "assistant", "content": "Final Answer: 2"}]},
+            {"question": "Stock of W2?", "answer": "312", "completion": [
+                {"role": "assistant", "tool_calls": [other]}, {"role": "tool", "content": "312"},
+                {"role": "assistant", "content": "Final Answer: 312"}]},
+            {"question": "1 + 1?", "answer": "2"}]
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = load_file(str(path), "question", "answer", None)
+    first, second, plain = data["completion"]
+    assert [m["role"] for m in first] == ["assistant", "tool", "assistant"] and first[1]["content"] == "W2"
+    # each call's arguments exactly as written: no key of the other tool's call, set to null
+    assert json.loads(first[0]["tool_calls"][0]["function"]["arguments"]) == {"order": "4471"}
+    assert json.loads(second[0]["tool_calls"][0]["function"]["arguments"]) == {"warehouse": "W2"}
+    assert [(m["role"], m["content"], m["tool_calls"]) for m in plain] == [("assistant", "Final Answer: 2", None)]
+
+
+@pytest.mark.parametrize("completion, error", [
+    ({"role": "assistant"}, "`completion` is dict"),
+    ([{"role": "user", "content": "hi"}], "message 0 is not an assistant or tool message"),
+    ([{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]}], "tool call without a name"),
+])
+def test_a_malformed_completion_names_its_row(completion: object, error: str, tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"question": "1 + 1?", "answer": "2"}) + "\n"
+                    + json.dumps({"question": "2 + 2?", "answer": "4", "completion": completion}) + "\n")
+    with pytest.raises(ConfigError, match=rf"q.jsonl:2: .*{error}"):
+        load_file(str(path), "question", "answer", None)
