@@ -261,7 +261,7 @@ def chain_of(question: str) -> Question | None:
     return None
 
 
-def chain_made(question: str, made: set[tuple[str, str]]) -> bool:
+def chain_made(question: str, made: set[tuple[str | None, str]]) -> bool:
     """Whether the calls `made` ((tool, argument) pairs, any order, repeats and extra calls allowed) include every
     call of the question's chain: the agent reached the answer's inputs, whatever it answered."""
     chain = chain_of(question)
