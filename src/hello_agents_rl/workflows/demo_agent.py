@@ -30,15 +30,14 @@ from typing import Any
 from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
-from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
-from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json, completed_run
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
-from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, Recipe, task_rows
+from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, Recipe, starting_model, task_rows
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
 from hello_agents_rl.workflows.serve import running, served_model_id
 
@@ -163,12 +162,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     tools = ", ".join(t["function"]["name"] for t in agent_spec(agent).schemas)
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template; hello-agents {package.__version__} "
           f"{type(agent).__name__} with its tools: {tools}", flush=True)
-    if recipe.model == "smollm2":
-        start = smollm2_tool_model(out / "smollm2")
-    elif recipe.task == "lookups":  # a tokenizer that merges the task's text as well
-        start = build_tiny_tool_model(out / "tiny", seed=seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)
-    else:
-        start = build_tiny_tool_model(out / "tiny", seed=seed)
+    start = starting_model(recipe, out, seed)
     lap("build")
     habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
              else f"calls the calculator {recipe.tool_rate:.0%} of the time")

@@ -111,12 +111,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         laps[name] = round(time.time() - started - sum(laps.values()), 1)
 
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template -> {out / recipe.model}", flush=True)
-    if recipe.model == "smollm2":
-        start = smollm2_tool_model(out / "smollm2")
-    elif recipe.task == "lookups":  # a tokenizer that merges the task's text as well
-        start = build_tiny_tool_model(out / "tiny", seed=seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)
-    else:
-        start = build_tiny_tool_model(out / "tiny", seed=seed)
+    start = starting_model(recipe, out, seed)
     lap("build")
     habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
              else f"call the calculator {recipe.tool_rate:.0%} of the time")
@@ -152,6 +147,15 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     print(format_table(results), flush=True)
     print(f"results.json, report.md, eval_details.jsonl (transcripts), models and logs in {out}", flush=True)
     return results
+
+
+def starting_model(recipe: Recipe, out: Path, seed: int) -> Path:
+    """The model SFT starts from, built (tiny) or unpacked (SmolLM2) under `out`."""
+    if recipe.model == "smollm2":
+        return smollm2_tool_model(out / "smollm2")
+    if recipe.task == "lookups":  # a tokenizer that merges the task's text as well
+        return build_tiny_tool_model(out / "tiny", seed=seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)
+    return build_tiny_tool_model(out / "tiny", seed=seed)
 
 
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
