@@ -149,3 +149,22 @@ def test_a_malformed_completion_names_its_row(completion: object, error: str, tm
                     + json.dumps({"question": "2 + 2?", "answer": "4", "completion": completion}) + "\n")
     with pytest.raises(ConfigError, match=rf"q.jsonl:2: .*{error}"):
         load_file(str(path), "question", "answer", None)
+
+
+def test_a_transcript_calling_a_tool_the_run_lacks_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+
+    model = build_tiny_tool_model(tmp_path / "model")
+    typo = {"function": {"name": "calculater", "arguments": {"expression": "2 * 3"}}}
+    rows = [{"question": "What is 2 * 3?", "answer": "6", "completion": [
+        {"role": "assistant", "tool_calls": [typo]}, {"role": "tool", "content": "6"},
+        {"role": "assistant", "content": "Final Answer: 6"}]}]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ConfigError, match=r"row 1's transcript calls 'calculater', which is not one of the run's tools "
+                                          r"\(calculator\)"):
+        RLTrainingTool().run({"action": "train", "algorithm": "sft", "model_name": str(model), "tools": ["calculator"],
+                              "dataset": str(tmp_path / "q.jsonl"), "output_dir": str(tmp_path / "run"),
+                              "use_lora": False})
+    assert not (tmp_path / "run").exists()

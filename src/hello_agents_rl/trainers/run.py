@@ -117,6 +117,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
         print(f"[warning] {changed}", flush=True)  # before the model loads: a reward stuck at 0 has a named cause
     check_schedule(cfg, len(train_data), world_size())
     check_sft_targets(cfg, train_data)
+    tool_run.check_transcript_calls(cfg, train_data, spec)
     tool_run.check_environment(cfg, train_data)  # its reset on the first rows, before the model loads
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)

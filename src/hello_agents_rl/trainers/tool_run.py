@@ -11,9 +11,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents_rl.rollouts.tool_guard import ToolStats, guard, guarded_environment, reset_failure
 from hello_agents_rl.rollouts.tool_registry import probe_environment, resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.trajectory import called
 
 
 def uses_tools(cfg: Any) -> bool:
@@ -59,14 +61,35 @@ def stats_of(trainer: Any) -> ToolStats:
     return ToolStats()
 
 
-def with_tool_column(data: Any, cfg: Any, spec: Any = None) -> Any:
-    """Add the tools' JSON schemas as a `tools` column (a string): TRL's SFT renders them into each prompt. An
-    agent's (`spec`) are the schemas it sends, as they are."""
+def tool_schemas(cfg: Any, spec: Any = None) -> list[dict[str, Any]]:
+    """The tools' JSON schemas as the prompts list them; an agent's (`spec`) are the schemas it sends, as they are."""
     from transformers.utils import get_json_schema
 
     tools = spec.tools() if spec is not None else resolve_tools(cfg.tools)
-    schemas = json.dumps([dict(t) if isinstance(t, dict) else get_json_schema(t) for t in tools], ensure_ascii=False)
+    return [dict(t) if isinstance(t, dict) else get_json_schema(t) for t in tools]
+
+
+def with_tool_column(data: Any, cfg: Any, spec: Any = None) -> Any:
+    """Add the tools' JSON schemas as a `tools` column (a string): TRL's SFT renders them into each prompt."""
+    schemas = json.dumps(tool_schemas(cfg, spec), ensure_ascii=False)
     return data.map(lambda _: {"tools": schemas})
+
+
+def check_transcript_calls(cfg: Any, rows: Any, spec: Any = None) -> None:
+    """SFT with tools, before the model loads: every call in the transcripts names one of the run's tools (a
+    misspelt name would teach the model a call that always fails)."""
+    if (cfg.algorithm != "sft" or cfg.environment is not None or not uses_tools(cfg)
+            or "completion" not in rows.column_names):
+        return
+    known = {(schema.get("function") or schema).get("name") for schema in tool_schemas(cfg, spec)}
+    for index, completion in enumerate(rows["completion"], start=1):
+        for message in completion if isinstance(completion, list) else []:
+            for call in message.get("tool_calls") or []:
+                name, _ = called(call)
+                if name not in known:
+                    raise ConfigError(f"`dataset`: row {index}'s transcript calls {name!r}, which is not one of the "
+                                      f"run's tools ({', '.join(sorted(map(str, known)))}); correct the name in the "
+                                      "transcript, or give that tool")
 
 
 def trajectory_reward(cfg: Any, spec: Any = None) -> Callable[..., list[float | None]]:
