@@ -41,7 +41,8 @@ def test_the_served_agent_calls_its_tool_through_its_registry(demo: tuple[Path, 
     called = [r for r in rows if r["calls"]]
     assert called, "no agent.run called the calculator"
     for row in called:  # what the Tool object in the agent's registry computed, for this very question
-        expression, result = row["calls"][0]
+        tool, expression, result = row["calls"][0]
+        assert tool == "calculator"
         a, b = row["question"].removeprefix("What is ").removesuffix("?").split(" * ")
         if expression.replace(" ", "") == f"{a}*{b}":
             assert result == str(int(a) * int(b))

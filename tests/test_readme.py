@@ -146,3 +146,16 @@ def test_the_docs_name_only_modules_and_files_that_exist() -> None:
         name = str(source.relative_to(ROOT))
         stale += [(name, p) for p in _stale_paths(text, source.parent) + _stale_modules(text)]
     assert stale == []
+
+
+def test_the_lookups_tables_are_the_recorded_runs() -> None:
+    from demo_lookups_seeds import report
+
+    for block, folder in (("demo-lookups", "lookups"), ("demo-agent-lookups", "agent_lookups")):
+        records = sorted((ROOT / "docs" / "runs" / folder).glob("seed*.json"))
+        assert records, f"docs/runs/{folder} holds no run"
+        runs = {int(path.stem.removeprefix("seed")): json.loads(path.read_text()) for path in records}
+        table, verdicts = report(runs, "tiny")
+        shown = read_block(block)
+        assert table in shown and all(verdict in shown for verdict in verdicts), (
+            f"run: benchmarks/demo_lookups_seeds.py --reuse --doc{' --agent' if 'agent' in block else ''}")
