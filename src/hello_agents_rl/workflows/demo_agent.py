@@ -59,8 +59,8 @@ RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMO
 # The multi-step agent: the lookups demo's recipe (workflows/demo_tool_use.py) on a ReActAgent, its SFT as many
 # examples in twice the steps at a constant rate. With 600 x 32 examples at a decaying rate, copying ids from the
 # results (the loss's drop from its ~0.47 plateau) began at step 200 on one seed, at step 400 on another, and never
-# on the third (`demo --task lookups`, seeds 2, 0, 1: docs/agentic.md). CI's quick variant trains as the full one (a
-# shorter GRPO changes what is learnt); only 100 of the 250 held-out questions are asked.
+# on the third (`demo --task lookups`, seeds 2, 0, 1: docs/agentic.md). `--quick` trains as the full one (a shorter
+# GRPO changes what is learnt) and asks 100 of the 250 held-out questions.
 AGENT_LOOKUPS = replace(LOOKUPS, sft_steps=1200, sft_batch_size=16, sft_lr_scheduler="constant_with_warmup")
 LOOKUP_RECIPES = {("tiny", False): AGENT_LOOKUPS, ("tiny", True): replace(AGENT_LOOKUPS, eval_questions=100)}
 
