@@ -118,15 +118,15 @@ def test_pipeline_records_a_callable_tool_and_reward(tool_model: str, tmp_path: 
     root = tmp_path / "pipeline"
     result = RLTrainingTool().run({
         "action": "pipeline", "model_name": tool_model, "output_dir": str(root), "dataset": "multiplication",
-        "tools": [weather], "reward_type": brevity, "max_tool_turns": 1, "max_samples": 8, "report_to": "none",
-        "sft": {"max_steps": 1, "batch_size": 4},
+        "tools": ["calculator", weather], "reward_type": brevity, "max_tool_turns": 1, "max_samples": 8,
+        "report_to": "none", "sft": {"max_steps": 1, "batch_size": 4},  # the calculator: the transcripts call it
         "grpo": {key: value for key, value in GRPO.items() if key not in ("max_tool_turns", "report_to")},
         "evaluation": {"max_samples": 2, "max_new_tokens": 12},
     })
     saved = _results(root / "training_results.json")
     for stage in ("sft", "grpo"):
-        assert saved[stage]["config"]["tools"] == [f"{HERE}.weather"]
-        assert _results(root / stage / "results.json")["config"]["tools"] == [f"{HERE}.weather"]
+        assert saved[stage]["config"]["tools"] == ["calculator", f"{HERE}.weather"]
+        assert _results(root / stage / "results.json")["config"]["tools"] == ["calculator", f"{HERE}.weather"]
     assert saved["grpo"]["config"]["reward_type"] == f"{HERE}.brevity"  # the shared reward goes where it is read
     assert saved["sft"]["config"]["reward_type"] == "accuracy"
     assert result["status"] == "completed"
