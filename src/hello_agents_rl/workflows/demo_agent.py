@@ -195,7 +195,9 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
                "agent": grpo.get("prompt", {}).get("agent"),
                **{name: summary(rows) for name, rows in details.items()},
                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
-               "seconds": laps, "wall_time_s": round(time.time() - started, 1)}
+               "seconds": laps, "train_runtime_s": {name: run.get("train_runtime_s") for name, run in (("sft", sft),
+                                                                                                    ("grpo", grpo))},
+               "wall_time_s": round(time.time() - started, 1)}
     atomic_write_json(out / RESULTS, results)
     print(format_table(results), flush=True)
     print(f"results.json, agent_details.jsonl (each answer and its tool calls), models and logs in {out}",
