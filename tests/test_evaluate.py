@@ -92,3 +92,13 @@ def test_paired_interval_and_mcnemar() -> None:
     assert gain == 0.5 and 0.35 < low < 0.5 < high < 0.65 and mcnemar_p(before, after) < 1e-10
     with pytest.raises(ValueError, match="equal"):
         paired_interval(before, after[:10])
+
+
+def test_a_question_asked_twice_counts_twice_in_the_paired_gain() -> None:
+    from hello_agents_rl.evaluation.stats import paired_gain
+
+    before = [{"question": q, "correct": False} for q in ("a", "b", "a", "c")]
+    after = [{"question": q, "correct": ok} for q, ok in (("a", True), ("b", False), ("a", True), ("c", False))]
+    assert paired_gain(before, after)["points"] == 50.0 and paired_gain(before, after)["questions"] == 4
+    shuffled = [after[1], after[0], after[3]]  # other lists: paired by question
+    assert paired_gain(before[:2] + before[3:], shuffled)["questions"] == 3

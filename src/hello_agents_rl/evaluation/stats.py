@@ -25,12 +25,15 @@ def paired_interval(a: list[bool], b: list[bool], resamples: int = 10_000, seed:
 def paired_gain(before: list[dict], after: list[dict]) -> dict:
     """`after` - `before` on the questions both answered (detail rows with `question` and `correct`): the gain in
     points, its 95% paired-bootstrap interval, and how many questions it is over."""
-    a = {row["question"]: row["correct"] for row in before}
-    b = {row["question"]: row["correct"] for row in after}
-    questions = sorted(a.keys() & b.keys())
-    gain, low, high = paired_interval([a[q] for q in questions], [b[q] for q in questions])
+    if [row["question"] for row in before] == [row["question"] for row in after]:  # one list, asked twice: by row
+        pairs = [(x["correct"], y["correct"]) for x, y in zip(before, after)]  # (a question drawn twice counts twice)
+    else:
+        a = {row["question"]: row["correct"] for row in before}
+        b = {row["question"]: row["correct"] for row in after}
+        pairs = [(a[q], b[q]) for q in sorted(a.keys() & b.keys())]
+    gain, low, high = paired_interval([x for x, _ in pairs], [y for _, y in pairs])
     return {"points": round(100 * gain, 1), "interval": [round(100 * low, 1), round(100 * high, 1)],
-            "questions": len(questions)}
+            "questions": len(pairs)}
 
 
 def mcnemar_p(a: list[bool], b: list[bool]) -> float:
