@@ -190,3 +190,19 @@ def test_8bit_loading_is_refused_where_the_hardware_cannot_and_planned_where_it_
     assert served.engine == "transformers" and served.command[-2:] == ["--quantization", "bnb-8bit"]
     with pytest.raises(ConfigError, match="vLLM quantizes on the fly in 4 bits only"):
         plan(tiny_model, engine="vllm", load_in_8bit=True)
+
+
+@pytest.mark.slow
+def test_a_server_started_by_running_keeps_answering_past_a_pipes_worth_of_log(tiny_model: str) -> None:
+    """The agent demos' evaluations serve one model for a whole question set: the server's ~70 bytes of log per
+    request once filled an unread 64 KB pipe after ~900 requests, and the server stalled mid-evaluation."""
+    import urllib.request
+
+    from hello_agents_rl.workflows.serve import running
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "1"}], "max_tokens": 1}).encode()
+    with running(tiny_model) as base_url:
+        for _ in range(1200):
+            request = urllib.request.Request(f"{base_url}/chat/completions", body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                assert reply.status == 200

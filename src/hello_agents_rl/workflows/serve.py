@@ -23,6 +23,7 @@ import os
 import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -183,13 +184,16 @@ def running(model: str, host: str = "127.0.0.1", port: int | None = None, engine
             port = probe.getsockname()[1]
     command = [sys.executable, "-m", "hello_agents_rl.cli", "serve", model, "--host", host, "--port", str(port),
                "--engine", engine]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # its log goes to a file: a pipe nobody reads fills after 64 KB of request lines, and the server then stalls
+    log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://{host}:{port}/v1"
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             if server.poll() is not None:
-                raise RuntimeError(f"`serve {model}` stopped: {server.stderr.read()[-2000:]}")
+                log.seek(0)
+                raise RuntimeError(f"`serve {model}` stopped: {log.read()[-2000:]}")
             try:
                 urllib.request.urlopen(f"{base_url}/models", timeout=5).close()
                 break
@@ -204,6 +208,7 @@ def running(model: str, host: str = "127.0.0.1", port: int | None = None, engine
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()
 
 
 def served_model_id(base_url: str) -> str:
