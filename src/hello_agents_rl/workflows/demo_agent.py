@@ -37,7 +37,14 @@ from hello_agents_rl.rollouts.agent_spec import agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
-from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, Recipe, starting_model, task_rows
+from hello_agents_rl.workflows.demo_tool_use import (
+    LOOKUPS,
+    Recipe,
+    grpo_settings,
+    sft_settings,
+    starting_model,
+    task_rows,
+)
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
 from hello_agents_rl.workflows.serve import running, served_model_id
 
@@ -168,21 +175,13 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
              else f"calls the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
     reused = {name: _completed(out / name, reuse) for name in ("sft", "grpo")}
-    sft = reused["sft"] or actions.run(_train(recipe, seed, agent) | {
-        "algorithm": "sft", "model_name": str(start), "output_dir": str(out / "sft"),
-        "dataset": demonstrations(agent, recipe, seed), "max_steps": recipe.sft_steps,
-        "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
-        "warmup_ratio": recipe.sft_warmup_ratio, "lr_scheduler_type": recipe.sft_lr_scheduler,
-        "max_length": 640 if recipe.task == "lookups" else 256})
+    sft = reused["sft"] or actions.run(_train(recipe, seed, agent) | sft_settings(recipe) | {
+        "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)})
     lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
-    grpo = reused["grpo"] or actions.run(_train(recipe, seed, agent) | {
-        "algorithm": "grpo", "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
-        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1),
-        "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size, "num_generations": recipe.num_generations,
-        "learning_rate": recipe.grpo_learning_rate, "kl_coef": recipe.kl_coef, "temperature": recipe.temperature,
-        "lr_scheduler_type": recipe.grpo_lr_scheduler, "warmup_ratio": recipe.grpo_warmup_ratio,
-        "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"})
+    grpo = reused["grpo"] or actions.run(_train(recipe, seed, agent) | grpo_settings(recipe) | {
+        "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
+        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)})
     lap("grpo")
     print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
           f"{recipe.eval_questions} held-out questions", flush=True)

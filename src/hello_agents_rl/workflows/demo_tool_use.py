@@ -164,27 +164,33 @@ def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
             "max_tool_turns": recipe.max_tool_turns}
 
 
+def sft_settings(recipe: Recipe) -> dict[str, Any]:
+    """The recipe's SFT keys (the tool demos' and the agent demos')."""
+    return {"algorithm": "sft", "max_steps": recipe.sft_steps, "batch_size": recipe.sft_batch_size,
+            "learning_rate": recipe.sft_learning_rate, "warmup_ratio": recipe.sft_warmup_ratio,
+            "lr_scheduler_type": recipe.sft_lr_scheduler, "max_length": 256 if recipe.task == "multiplication" else 640}
+
+
+def grpo_settings(recipe: Recipe) -> dict[str, Any]:
+    """The recipe's GRPO keys, rewarding right final answers only (the tool demos' and the agent demos')."""
+    return {"algorithm": "grpo", "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
+            "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
+            "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "lr_scheduler_type": recipe.grpo_lr_scheduler,
+            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"}
+
+
 def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """Imitation of the transcripts: the assistant's turns, never the tools' results."""
     demos = task_rows(recipe, recipe.sft_steps * recipe.sft_batch_size, seed)
-    return actions.run(_train_params(recipe, seed) | {
-        "algorithm": "sft", "model_name": model_path, "dataset": demos, "output_dir": str(out),
-        "max_steps": recipe.sft_steps, "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
-        "warmup_ratio": recipe.sft_warmup_ratio, "lr_scheduler_type": recipe.sft_lr_scheduler,
-        "max_length": 256 if recipe.task == "multiplication" else 640,
-    })
+    return actions.run(_train_params(recipe, seed) | sft_settings(recipe) | {
+        "model_name": model_path, "dataset": demos, "output_dir": str(out)})
 
 
 def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """TRL's tool loop: sample, call the tools, reward right final answers only."""
     prompts = task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return actions.run(_train_params(recipe, seed) | {
-        "algorithm": "grpo", "model_name": model_path, "dataset": prompts, "output_dir": str(out),
-        "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
-        "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
-        "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "lr_scheduler_type": recipe.grpo_lr_scheduler,
-        "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy",
-    })
+    return actions.run(_train_params(recipe, seed) | grpo_settings(recipe) | {
+        "model_name": model_path, "dataset": prompts, "output_dir": str(out)})
 
 
 def evaluate(model_path: str, recipe: Recipe, seed: int, details_path: Path) -> dict[str, Any]:
