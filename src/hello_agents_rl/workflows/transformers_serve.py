@@ -33,18 +33,23 @@ def tool_choice_problem(body: dict[str, Any]) -> str | None:
             "no call, use an engine that honours tool_choice (hello-agents-rl serve --engine vllm).")
 
 
+def _replaceable(owner: str, name: str) -> None:
+    """Stop the server where transformers' chat_completion no longer has `owner.name` as coupling.py expects."""
+    from hello_agents_rl.coupling import replaced_blocker
+
+    problem = replaced_blocker("transformers.cli.serving.chat_completion", owner, name)
+    if problem:
+        raise SystemExit(f"hello-agents-rl serve: {problem}; use the transformers version in requirements.lock, or "
+                         "--engine vllm")
+
+
 def read_requests_as_served() -> None:
     """ChatCompletionHandler._validate_request (coupling.py checks its signature): the tool_choice check, then
     transformers' own, then the request's model name set to the one model served."""
     from fastapi import HTTPException
     from transformers.cli.serving.chat_completion import ChatCompletionHandler
 
-    from hello_agents_rl.coupling import replaced_blocker
-
-    problem = replaced_blocker("transformers.cli.serving.chat_completion", "ChatCompletionHandler", "_validate_request")
-    if problem:
-        raise SystemExit(f"hello-agents-rl serve: {problem}; use the transformers version in requirements.lock, or "
-                         "--engine vllm")
+    _replaceable("ChatCompletionHandler", "_validate_request")
     validate = ChatCompletionHandler._validate_request
 
     def checked(self: Any, body: dict) -> None:
@@ -62,12 +67,7 @@ def answer_cut_tool_calls_as_text() -> None:
     """chat_completion.parse_assistant_message (coupling.py checks its signature): what fails to parse is the text."""
     from transformers.cli.serving import chat_completion
 
-    from hello_agents_rl.coupling import replaced_blocker
-
-    problem = replaced_blocker("transformers.cli.serving.chat_completion", "", "parse_assistant_message")
-    if problem:
-        raise SystemExit(f"hello-agents-rl serve: {problem}; use the transformers version in requirements.lock, or "
-                         "--engine vllm")
+    _replaceable("", "parse_assistant_message")
     parse = chat_completion.parse_assistant_message
 
     def tolerant(processor: Any, model: Any, generated_ids: Any, input_ids: Any, cleaned_content: str = "",
