@@ -206,3 +206,24 @@ def test_a_server_started_by_running_keeps_answering_past_a_pipes_worth_of_log(t
             request = urllib.request.Request(f"{base_url}/chat/completions", body, {"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=60) as reply:
                 assert reply.status == 200
+
+
+def test_a_reply_whose_tool_call_max_tokens_cut_short_is_answered_as_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' parser raises on a tool call's JSON cut off by max_tokens (a 500 that ends an agent's run);
+    the served replacement answers the text instead, called as transformers calls it (keywords after input_ids)."""
+    from transformers.cli.serving import chat_completion
+
+    from hello_agents_rl.workflows.transformers_serve import answer_cut_tool_calls_as_text
+
+    def parser(processor: object, model: object, generated_ids: object, input_ids: object,
+               cleaned_content: str = "", **rest: object) -> tuple[str, None, None]:
+        if cleaned_content.startswith("<tool_call>"):
+            raise ValueError("unterminated JSON")
+        return cleaned_content.upper(), None, None
+
+    monkeypatch.setattr(chat_completion, "parse_assistant_message", parser)
+    answer_cut_tool_calls_as_text()
+    served = chat_completion.parse_assistant_message
+    cut = '<tool_call>{"name": "lookup", "argu'
+    assert served(None, None, [1], input_ids=[2], cleaned_content=cut) == (cut, None, None)
+    assert served(None, None, [1], input_ids=[2], cleaned_content="fine") == ("FINE", None, None)  # parsed as before

@@ -148,7 +148,7 @@ REPLACED_METHODS = {
     ("transformers.cli.serving.chat_completion", "ChatCompletionHandler", "_validate_request"): (
         ("self", "body"), "workflows/transformers_serve.py: tool_choice refused, any model name served"),
     ("transformers.cli.serving.chat_completion", "", "parse_assistant_message"): (
-        ("processor", "model", "generated_ids", "input_ids", "cleaned_content", "tools"),
+        ("processor", "model", "generated_ids", "input_ids", "cleaned_content"),
         "workflows/transformers_serve.py: a reply whose tool call max_tokens cut short is returned as its text"),
 }
 # TRL's logged metrics that the console line, the training doctor and dynamic sampling read (TRL renames them at

@@ -70,12 +70,12 @@ def answer_cut_tool_calls_as_text() -> None:
     _replaceable("", "parse_assistant_message")
     parse = chat_completion.parse_assistant_message
 
-    def tolerant(processor: Any, model: Any, generated_ids: Any, input_ids: Any, cleaned_content: str = "",
-                 tools: Any = None) -> Any:
+    def tolerant(*args: Any, **kwargs: Any) -> Any:  # transformers added `tools` in 5.2x: pass through what is given
         try:
-            return parse(processor, model, generated_ids, input_ids, cleaned_content, tools)
+            return parse(*args, **kwargs)
         except ValueError:  # transformers' response parser: a tool call's JSON cut off
-            return cleaned_content, None, None
+            text = kwargs["cleaned_content"] if "cleaned_content" in kwargs else args[4] if len(args) > 4 else ""
+            return text, None, None
 
     chat_completion.parse_assistant_message = tolerant
 
