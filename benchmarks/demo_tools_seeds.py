@@ -36,7 +36,7 @@ def run_seed(seed: int, out: Path, quick: bool, reuse: bool = False, model: str 
                        else {"process_wall_s": results["wall_time_s"]})  # older runs: the demo's own clock
         return results
     command = [sys.executable, "-m", "hello_agents_rl.cli", "demo", "--task", task, "--output-dir", str(out),
-               "--seed", str(seed), "--model", model] + (["--quick"] if quick else [])
+               "--seed", str(seed), "--model", model] + (["--quick"] if quick else []) + (["--reuse"] if reuse else [])
     started, cpu_before = time.time(), _children_cpu()
     with (out.parent / f"{out.name}.log").open("w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
@@ -103,7 +103,8 @@ def seeds_parser(doc: str, output_dir: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--model", choices=["tiny", "smollm2"], default="tiny")
     parser.add_argument("--output-dir", default=output_dir, help=f"default: {output_dir or 'per model'}")
     parser.add_argument("--reuse", action="store_true",
-                        help="use finished runs in --output-dir instead of re-running (e.g. seeds run in parallel)")
+                        help="use finished runs in --output-dir instead of re-running (e.g. seeds run in parallel); a seed "
+                        "not finished keeps the SFT and GRPO runs its folder completed with the same settings")
     return parser
 
 

