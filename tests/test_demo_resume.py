@@ -54,3 +54,35 @@ def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_pat
     finished = json.loads((out / "results.json").read_text())
     assert json.loads((out / "sft" / "results.json").read_text())["status"] == "completed"
     assert finished["grpo"] and (out / "grpo" / "results.json").is_file()
+
+
+def _completed_run(folder: Path, config: dict) -> Path:
+    """A training run as the action table leaves it: results.json (completed, its config) beside its model."""
+    (folder / "model").mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"status": "completed", "model_path": str(folder / "model"),
+                                                     "config": config}))
+    return folder
+
+
+def test_demo_reuse_keeps_only_runs_trained_with_the_recipes_settings_and_seed(tmp_path: Path) -> None:
+    """`demo --reuse`: a GRPO change (here its temperature) retrains GRPO and keeps SFT; a run trained with another
+    seed or other SFT steps is trained again, never taken for this recipe's."""
+    from dataclasses import replace
+
+    from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, grpo_settings, reused_run, sft_settings
+
+    sft = _completed_run(tmp_path / "sft", sft_settings(LOOKUPS) | {"seed": 0})
+    start = str(sft / "model")
+    grpo = _completed_run(tmp_path / "grpo", grpo_settings(LOOKUPS) | {"seed": 0, "model_name": start})
+    assert reused_run(sft, LOOKUPS, 0, reuse=True, sft=True)["reused"] is True
+    assert reused_run(grpo, LOOKUPS, 0, reuse=True, sft=False, start=start)["reused"] is True
+    assert reused_run(sft, LOOKUPS, 0, reuse=False, sft=True) is None
+    hotter = replace(LOOKUPS, temperature=1.0)
+    assert reused_run(sft, hotter, 0, reuse=True, sft=True) is not None  # SFT knows no temperature
+    assert reused_run(grpo, hotter, 0, reuse=True, sft=False, start=start) is None
+    assert reused_run(grpo, LOOKUPS, 0, reuse=True, sft=False, start=str(tmp_path / "other")) is None
+    assert reused_run(sft, LOOKUPS, 1, reuse=True, sft=True) is None
+    assert reused_run(sft, replace(LOOKUPS, sft_steps=10), 0, reuse=True, sft=True) is None
+    (sft / "results.json").write_text(json.dumps({"status": "failed", "model_path": start,
+                                                  "config": sft_settings(LOOKUPS) | {"seed": 0}}))
+    assert reused_run(sft, LOOKUPS, 0, reuse=True, sft=True) is None  # a broken run is never reused
