@@ -81,10 +81,16 @@ def main() -> int:
              f"about entities never seen in training; {scored}):\n\n{text}\n\n"
               + "\n".join(verdicts) + "\n")
     print(block)
-    if args.doc:
+    if args.doc:  # the block, and the runs it is made from (tests/test_readme.py checks that they agree)
         from readme_blocks import write_block
 
         write_block(block_name, block)
+        records = Path(__file__).resolve().parent.parent / "docs" / "runs" / task.replace("-", "_")
+        records.mkdir(parents=True, exist_ok=True)
+        for stale in records.glob("seed*.json"):
+            stale.unlink()
+        for seed, run in runs.items():
+            (records / f"seed{seed}.json").write_text(json.dumps(run, indent=2) + "\n")
     (root / "summary.json").write_text(json.dumps({"table": text, "verdicts": verdicts}, indent=2))
     return 0 if all(v.startswith("PASS") for v in verdicts) else 1
 
