@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,33 +57,47 @@ def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_pat
     assert finished["grpo"] and (out / "grpo" / "results.json").is_file()
 
 
-def _completed_run(folder: Path, config: dict) -> Path:
+def _completed_run(folder: Path, config: dict) -> dict:
     """A training run as the action table leaves it: results.json (completed, its config) beside its model."""
-    (folder / "model").mkdir(parents=True)
-    (folder / "results.json").write_text(json.dumps({"status": "completed", "model_path": str(folder / "model"),
-                                                     "config": config}))
-    return folder
+    (folder / "model").mkdir(parents=True, exist_ok=True)
+    result = {"status": "completed", "model_path": str(folder / "model"), "config": config}
+    (folder / "results.json").write_text(json.dumps(result))
+    return result
 
 
-def test_demo_reuse_keeps_only_runs_trained_with_the_recipes_settings_and_seed(tmp_path: Path) -> None:
+def test_demo_reuse_keeps_only_runs_trained_with_the_recipes_settings_data_and_seed(tmp_path: Path) -> None:
     """`demo --reuse`: a GRPO change (here its temperature) retrains GRPO and keeps SFT; a run trained with another
-    seed or other SFT steps is trained again, never taken for this recipe's."""
+    seed, other SFT steps or another demonstrator is trained again, never taken for this recipe's."""
     from dataclasses import replace
 
-    from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, grpo_settings, reused_run, sft_settings
+    from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, grpo_settings, reuse_or_train, sft_settings
 
-    sft = _completed_run(tmp_path / "sft", sft_settings(LOOKUPS) | {"seed": 0})
+    trained: list[str] = []
+
+    def train(folder: Path, config: dict) -> Callable[[], dict]:
+        def run() -> dict:
+            trained.append(folder.name)
+            return _completed_run(folder, config)
+        return run
+
+    sft, grpo = tmp_path / "sft", tmp_path / "grpo"
     start = str(sft / "model")
-    grpo = _completed_run(tmp_path / "grpo", grpo_settings(LOOKUPS) | {"seed": 0, "model_name": start})
-    assert reused_run(sft, LOOKUPS, 0, reuse=True, sft=True)["reused"] is True
-    assert reused_run(grpo, LOOKUPS, 0, reuse=True, sft=False, start=start)["reused"] is True
-    assert reused_run(sft, LOOKUPS, 0, reuse=False, sft=True) is None
+    sft_run = train(sft, sft_settings(LOOKUPS) | {"seed": 0})
+    grpo_run = train(grpo, grpo_settings(LOOKUPS) | {"seed": 0, "model_name": start})
+    reuse_or_train(sft, LOOKUPS, 0, reuse=True, train=sft_run)  # nothing there yet: trained, its data recorded
+    reuse_or_train(grpo, LOOKUPS, 0, reuse=True, train=grpo_run, start=start)
+    assert trained == ["sft", "grpo"]
+    assert reuse_or_train(sft, LOOKUPS, 0, reuse=True, train=sft_run)["reused"] is True
+    assert reuse_or_train(grpo, LOOKUPS, 0, reuse=True, train=grpo_run, start=start)["reused"] is True
+    assert trained == ["sft", "grpo"]
     hotter = replace(LOOKUPS, temperature=1.0)
-    assert reused_run(sft, hotter, 0, reuse=True, sft=True) is not None  # SFT knows no temperature
-    assert reused_run(grpo, hotter, 0, reuse=True, sft=False, start=start) is None
-    assert reused_run(grpo, LOOKUPS, 0, reuse=True, sft=False, start=str(tmp_path / "other")) is None
-    assert reused_run(sft, LOOKUPS, 1, reuse=True, sft=True) is None
-    assert reused_run(sft, replace(LOOKUPS, sft_steps=10), 0, reuse=True, sft=True) is None
+    assert reuse_or_train(sft, hotter, 0, reuse=True, train=sft_run)["reused"] is True  # SFT knows no temperature
+    assert "reused" not in reuse_or_train(grpo, hotter, 0, reuse=True, train=grpo_run, start=start)
+    assert trained[-1] == "grpo"
+    for recipe, seed in ((LOOKUPS, 1), (replace(LOOKUPS, sft_steps=10), 0),
+                         (replace(LOOKUPS, task_config={"names": "words"}), 0)):  # another demonstrator's rows
+        assert "reused" not in reuse_or_train(sft, recipe, seed, reuse=True, train=sft_run), (recipe, seed)
+    assert "reused" not in reuse_or_train(sft, LOOKUPS, 0, reuse=False, train=sft_run)
     (sft / "results.json").write_text(json.dumps({"status": "failed", "model_path": start,
                                                   "config": sft_settings(LOOKUPS) | {"seed": 0}}))
-    assert reused_run(sft, LOOKUPS, 0, reuse=True, sft=True) is None  # a broken run is never reused
+    assert "reused" not in reuse_or_train(sft, LOOKUPS, 0, reuse=True, train=sft_run)  # a broken run: trained again

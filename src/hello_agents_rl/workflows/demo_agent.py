@@ -41,7 +41,7 @@ from hello_agents_rl.workflows.demo_tool_use import (
     LOOKUPS,
     Recipe,
     grpo_settings,
-    reused_run,
+    reuse_or_train,
     sft_settings,
     starting_model,
     task_rows,
@@ -64,11 +64,9 @@ QUICK = replace(FULL, grpo_steps=20, eval_questions=60)  # CI: tests/test_demo_a
 SMOLLM2 = replace(TOOLS_SMOLLM2, eval_questions=100)
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2,
            ("smollm2", True): replace(SMOLLM2, eval_questions=40)}
-# The multi-step agent: the lookups demo's recipe (workflows/demo_tool_use.py) on a ReActAgent, its SFT as many
-# examples in twice the steps at a constant rate. With 600 x 32 examples at a decaying rate, copying ids from the
-# results (the loss's drop from its ~0.47 plateau) began at step 200 on one seed, at step 400 on another, and never
-# on the third (`demo --task lookups`, seeds 2, 0, 1: docs/agentic.md). `--quick` trains as the full one (a shorter
-# GRPO changes what is learnt) and asks 100 of the 250 held-out questions.
+# The multi-step agent: the lookups demo's recipe (workflows/demo_tool_use.py) on a ReActAgent, its SFT at half the
+# batch (the figures in docs/agentic.md were measured so, while the plain demo's SFT was still 600 x 32, decaying).
+# `--quick` trains as the full one (a shorter GRPO changes what is learnt) and asks 100 of the 250 held-out questions.
 AGENT_LOOKUPS = replace(LOOKUPS, sft_steps=1200, sft_batch_size=16, sft_lr_scheduler="constant_with_warmup")
 LOOKUP_RECIPES = {("tiny", False): AGENT_LOOKUPS, ("tiny", True): replace(AGENT_LOOKUPS, eval_questions=100)}
 
@@ -175,15 +173,15 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
              else f"calls the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
-    sft = reused_run(out / "sft", recipe, seed, reuse, sft=True) or actions.run(
+    sft = reuse_or_train(out / "sft", recipe, seed, reuse, lambda: actions.run(
         _train(recipe, seed, agent) | sft_settings(recipe) | {
-        "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)})
+            "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)}))
     lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
-    grpo = reused_run(out / "grpo", recipe, seed, reuse, sft=False, start=sft["model_path"]) or actions.run(
+    grpo = reuse_or_train(out / "grpo", recipe, seed, reuse, lambda: actions.run(
         _train(recipe, seed, agent) | grpo_settings(recipe) | {
-        "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
-        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)})
+            "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
+            "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)}), start=sft["model_path"])
     lap("grpo")
     print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
           f"{recipe.eval_questions} held-out questions", flush=True)
