@@ -65,7 +65,7 @@ SMOLLM2 = replace(TOOLS_SMOLLM2, eval_questions=100)
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2,
            ("smollm2", True): replace(SMOLLM2, eval_questions=40)}
 # The multi-step agent: the lookups demo's recipe (workflows/demo_tool_use.py) on a ReActAgent, its SFT at half the
-# batch (the figures in docs/agentic.md were measured so, while the plain demo's SFT was still 600 x 32, decaying).
+# batch (docs/agentic.md: measured so).
 # `--quick` trains as the full one (a shorter GRPO changes what is learnt) and asks 100 of the 250 held-out questions.
 AGENT_LOOKUPS = replace(LOOKUPS, sft_steps=1200, sft_batch_size=16, sft_lr_scheduler="constant_with_warmup")
 LOOKUP_RECIPES = {("tiny", False): AGENT_LOOKUPS, ("tiny", True): replace(AGENT_LOOKUPS, eval_questions=100)}

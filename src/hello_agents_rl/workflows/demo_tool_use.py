@@ -82,8 +82,8 @@ RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMO
 # copies ~10 of them, so at 1.0 almost no sample is right (seed 0: greedy 33%, samples 0%, 0.75% at 0.7, 5.75% at
 # 0.3; 100 held-out questions x 4 samples), GRPO's reward is 0 and there is nothing to reinforce.
 # SFT takes 1,200 steps at a constant rate after warmup: copying ids begins at a step that varies with the seed
-# (plain demo at 600 steps, decaying: near 200 and 400 on seeds 0 and 2, not at all on seed 1, whose model, trained
-# 300 steps further at 2e-3, then left the plateau).
+# (600 steps, decaying: near 400 and 200 on seeds 0 and 2, not at all on seed 1, whose model, trained 300 steps
+# further at 2e-3, then began; 1,200 steps: near 950, 450 and 250 on seeds 0, 1 and 2, docs/agentic.md).
 LOOKUPS = Recipe(task="lookups", sft_steps=1200, sft_batch_size=32, sft_lr_scheduler="constant_with_warmup",
                  grpo_steps=60, max_new_tokens=256, max_tool_turns=5, temperature=0.3, task_config={"names": "ids"})
 LOOKUP_RECIPES = {("tiny", False): LOOKUPS, ("tiny", True): replace(LOOKUPS, grpo_steps=30, eval_questions=200)}
@@ -196,7 +196,7 @@ DATA_RECORD = "demo_data.json"  # beside a demo's training run: what its rows we
 
 
 def data_identity(recipe: Recipe) -> dict[str, Any]:
-    """What a demo's training rows and model are drawn from, beyond the training keys and the seed."""
+    """What a demo's training rows and model are drawn from, beyond its training keys and its seed."""
     return {"task": recipe.task, "task_config": recipe.task_config, "tool_rate": recipe.tool_rate,
             "model": recipe.model, "use_lora": recipe.use_lora}
 
