@@ -130,8 +130,8 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     sft = reuse_or_train(out / "sft", recipe, seed, reuse, lambda: train_sft(str(start), out / "sft", recipe, seed))
     lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = reuse_or_train(out / "grpo", recipe, seed, reuse, lambda: train_grpo(sft["model_path"], out / "grpo", recipe,
-                                                                                  seed), start=sft["model_path"])
+    grpo = reuse_or_train(out / "grpo", recipe, seed, reuse,
+                          lambda: train_grpo(sft["model_path"], out / "grpo", recipe, seed), start=sft["model_path"])
     lap("grpo")
     print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
           "available)", flush=True)
@@ -201,16 +201,15 @@ def data_identity(recipe: Recipe) -> dict[str, Any]:
             "model": recipe.model, "use_lora": recipe.use_lora}
 
 
-def reused_run(run: Path, recipe: Recipe, seed: int, reuse: bool, sft: bool, start: str | None = None
-               ) -> dict[str, Any] | None:
-    """A run `run` completed earlier with this recipe's settings, data and seed (and, for GRPO, from the model
-    `start`), marked `reused`; None where not reusing, or where it was trained otherwise (it is then trained again)."""
+def reused_run(run: Path, recipe: Recipe, seed: int, reuse: bool, start: str | None = None) -> dict[str, Any] | None:
+    """A run `run` (SFT where `start` is None, else GRPO from the model `start`) completed earlier with this recipe's
+    settings, data and seed, marked `reused`; None where not reusing, or where it was trained otherwise (it is then
+    trained again)."""
     done = completed_run(run) if reuse else None
     if done is None:
         return None
-    wanted = (sft_settings(recipe) if sft else grpo_settings(recipe)) | {"seed": seed, "data": data_identity(recipe)}
-    if start is not None:
-        wanted["model_name"] = start
+    wanted = (sft_settings(recipe) if start is None else grpo_settings(recipe) | {"model_name": start}) | {
+        "seed": seed, "data": data_identity(recipe)}
     record = run / DATA_RECORD
     recorded = done.get("config", {}) | {"data": json.loads(record.read_text()) if record.is_file() else None}
     differ = sorted(key for key, value in wanted.items() if recorded.get(key) != value)
@@ -225,7 +224,7 @@ def reuse_or_train(run: Path, recipe: Recipe, seed: int, reuse: bool, train: Cal
                    start: str | None = None) -> dict[str, Any]:
     """The run `run` (SFT where `start` is None, else GRPO from `start`): reused (reused_run), or trained by `train`
     and its data recorded for a later reuse."""
-    done = reused_run(run, recipe, seed, reuse, sft=start is None, start=start)
+    done = reused_run(run, recipe, seed, reuse, start)
     if done is None:
         done = train()
         atomic_write_json(run / DATA_RECORD, data_identity(recipe))

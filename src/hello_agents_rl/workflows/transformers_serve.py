@@ -17,6 +17,7 @@ Run as `python -m hello_agents_rl.workflows.transformers_serve serve MODEL ...`,
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any
 
@@ -74,8 +75,7 @@ def answer_cut_tool_calls_as_text() -> None:
         try:
             return parse(*args, **kwargs)
         except ValueError:  # transformers' response parser: a tool call's JSON cut off
-            text = kwargs["cleaned_content"] if "cleaned_content" in kwargs else args[4] if len(args) > 4 else ""
-            return text, None, None
+            return inspect.signature(parse).bind(*args, **kwargs).arguments.get("cleaned_content", ""), None, None
 
     chat_completion.parse_assistant_message = tolerant
 
