@@ -121,6 +121,27 @@ def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path
     for key in ("sft", "grpo"):
         row = results[key]
         assert row["num_questions"] == 6 and 0.0 <= row["chain_completion_rate"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
+    assert results["cpu_seconds"]["grpo"] > 0  # the SmolLM2 recipe's budget is the GRPO phase's CPU time
     assert (tmp_path / "demo" / "report.md").is_file()
     sft = json.loads((tmp_path / "demo" / "sft" / "results.json").read_text())
     assert sft["config"]["tools"] == ["hello_agents_rl.data.lookups:lookup", "calculator"]
+
+
+def test_the_smollm2_lookups_benchmark_fails_a_seed_whose_grpo_phase_is_over_budget_or_was_not_measured() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from demo_lookups_seeds import report
+
+    def run(grpo_cpu_s: float, reused: list[str]) -> dict:
+        side = {"accuracy": 0.3, "chain_completion_rate": 0.4, "mean_calls": 2.0, "failed_call_rate": 0.0}
+        return {"sft": side, "grpo": side | {"accuracy": 0.5}, "seconds": {"grpo": 900.0},
+                "cpu_seconds": {"grpo": grpo_cpu_s}, "cpu_time_s": 4000.0, "reused_training": reused}
+
+    table, verdicts = report({0: run(30 * 60, []), 1: run(41 * 60, []), 2: run(5.0, ["sft", "grpo"])}, "smollm2")
+    budget = [v for v in verdicts if "CPU-minutes" in v]
+    assert budget == ["PASS seed 0: GRPO phase 30.0 CPU-minutes <= 40", "FAIL seed 1: GRPO phase 41.0 CPU-minutes <= 40",
+                      "FAIL seed 2: GRPO phase unmeasured CPU-minutes <= 40"]
+    assert "GRPO CPU min" in table and "| 30.0 |" in table
+    assert "GRPO CPU min" not in report({0: run(30 * 60, [])}, "tiny")[0]  # the tiny model has no such budget

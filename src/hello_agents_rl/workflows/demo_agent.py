@@ -153,7 +153,8 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     with a calculator) or lookups (a ReActAgent with lookup and calculator)."""
     package = hello_agents()  # before anything is built: without hello-agents, say how to install it
     if task == "lookups" and model != "tiny":
-        raise ConfigError("`model`: the multi-step agent demo runs on the tiny model (--model tiny)")
+        raise ConfigError("`model`: the multi-step agent demo runs on the tiny model (--model tiny); SmolLM2 runs the "
+                          "same chains in the plain tool loop: demo --task lookups --model smollm2")
     recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()
