@@ -151,11 +151,13 @@ def test_the_docs_name_only_modules_and_files_that_exist() -> None:
 def test_the_lookups_tables_are_the_recorded_runs() -> None:
     from demo_lookups_seeds import report
 
-    for block, folder in (("demo-lookups", "lookups"), ("demo-agent-lookups", "agent_lookups")):
+    for block, folder, model in (("demo-lookups", "lookups", "tiny"), ("demo-agent-lookups", "agent_lookups", "tiny"),
+                                 ("demo-lookups-smollm2", "lookups_smollm2", "smollm2")):
         records = sorted((ROOT / "docs" / "runs" / folder).glob("seed*.json"))
         assert records, f"docs/runs/{folder} holds no run"
         runs = {int(path.stem.removeprefix("seed")): json.loads(path.read_text()) for path in records}
-        table, verdicts = report(runs, "tiny")
+        table, verdicts = report(runs, model)
         shown = read_block(block)
         assert table in shown and all(verdict in shown for verdict in verdicts), (
-            f"run: benchmarks/demo_lookups_seeds.py --reuse --doc{' --agent' if 'agent' in block else ''}")
+            f"run: benchmarks/demo_lookups_seeds.py --reuse --doc{' --agent' if 'agent' in block else ''}"
+            f"{' --model smollm2' if model != 'tiny' else ''}")
