@@ -29,28 +29,29 @@ MAX_GRPO_CPU_MIN = {"smollm2": 40.0}  # the GRPO phase's budget, every thread's 
 
 
 def report(runs: dict[int, dict], model: str) -> tuple[str, list[str]]:
+    budget = MAX_GRPO_CPU_MIN.get(model)  # a GRPO CPU-minutes column and verdict where the model has a budget
     lines = ["| seed | SFT success | GRPO success | gain | chain done SFT -> GRPO | calls/question SFT -> GRPO | "
-             "failed calls SFT -> GRPO | GRPO s | " + ("GRPO CPU min | " if model in MAX_GRPO_CPU_MIN else "") + "CPU s |",
-             "|---:|---:|---:|---:|---|---|---|---:|---:|" + ("---:|" if model in MAX_GRPO_CPU_MIN else "")]
+             "failed calls SFT -> GRPO | GRPO s | " + ("GRPO CPU min | " if budget else "") + "CPU s |",
+             "|---:|---:|---:|---:|---|---|---|---:|---:|" + ("---:|" if budget else "")]
     verdicts = []
     for seed, r in runs.items():
         s, g = r["sft"], r["grpo"]
         gain = 100 * (g["accuracy"] - s["accuracy"])
+        cpu = _grpo_cpu_minutes(r)
+        cpu_text = "unmeasured" if cpu is None else f"{cpu:.1f}"
         lines.append(f"| {seed} | {s['accuracy']:.1%} | **{g['accuracy']:.1%}** | {gain:+.1f} | "
                      f"{s['chain_completion_rate']:.1%} -> {g['chain_completion_rate']:.1%} | "
                      f"{s['mean_calls']:.2f} -> {g['mean_calls']:.2f} | {s['failed_call_rate']:.1%} -> "
                      f"{g['failed_call_rate']:.1%} | {_grpo_seconds(r):.0f} | "
-                     + (f"{_grpo_cpu_minutes(r) or '-'} | " if model in MAX_GRPO_CPU_MIN else "") + f"{_cpu(r)} |")
+                     + (f"{'-' if cpu is None else cpu_text} | " if budget else "") + f"{_cpu(r)} |")
         in_band = SFT_BAND[0] <= s["accuracy"] <= SFT_BAND[1]
         verdicts.append(f"{'PASS' if in_band else 'FAIL'} seed {seed}: SFT success {s['accuracy']:.1%} in "
                         f"[{SFT_BAND[0]:.0%}, {SFT_BAND[1]:.0%}]")
         verdicts.append(f"{'PASS' if gain >= MIN_GAIN[model] else 'FAIL'} seed {seed}: GRPO - SFT {gain:+.1f} points "
                         f">= +{MIN_GAIN[model]:g}")
-        if model in MAX_GRPO_CPU_MIN:
-            cpu = _grpo_cpu_minutes(r)
-            verdicts.append(f"{'PASS' if cpu is not None and cpu <= MAX_GRPO_CPU_MIN[model] else 'FAIL'} seed {seed}: "
-                            f"GRPO phase {'unmeasured' if cpu is None else f'{cpu:.1f}'} CPU-minutes "
-                            f"<= {MAX_GRPO_CPU_MIN[model]:g}")
+        if budget:
+            verdicts.append(f"{'PASS' if cpu is not None and cpu <= budget else 'FAIL'} seed {seed}: "
+                            f"GRPO phase {cpu_text} CPU-minutes <= {budget:g}")
     return "\n".join(lines), verdicts
 
 

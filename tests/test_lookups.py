@@ -128,11 +128,7 @@ def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path
 
 
 def test_the_smollm2_lookups_benchmark_fails_a_seed_whose_grpo_phase_is_over_budget_or_was_not_measured() -> None:
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from demo_lookups_seeds import report
+    from demo_lookups_seeds import report  # benchmarks/ is on the path (conftest.py)
 
     def run(grpo_cpu_s: float, reused: list[str]) -> dict:
         side = {"accuracy": 0.3, "chain_completion_rate": 0.4, "mean_calls": 2.0, "failed_call_rate": 0.0}
