@@ -2,8 +2,8 @@
 
     python benchmarks/lookups_by_length.py outputs/demo_lookups_smollm2_seeds/seed0 [more demo folders]
 
-Reads each demo's sft/ and grpo/ eval_details.jsonl (the held-out questions it scored) and prints, per seed folder,
-right / asked for the 2-, 3- and 4-call questions, SFT then GRPO.
+Reads each demo's sft/ and grpo/ held-out answers (eval_details.jsonl; the agent demo's agent_details.jsonl) and
+prints, per seed folder, right / asked for the 2-, 3- and 4-call questions, SFT then GRPO.
 """
 
 from __future__ import annotations
@@ -26,10 +26,16 @@ def by_length(details: Path) -> dict[int, list[int]]:
     return dict(sorted(counts.items()))
 
 
+def details_file(run: Path) -> Path:
+    """The plain demo's eval_details.jsonl, else the agent demo's agent_details.jsonl."""
+    plain = run / "eval_details.jsonl"
+    return plain if plain.is_file() else run / "agent_details.jsonl"
+
+
 def main() -> int:
     for folder in map(Path, sys.argv[1:]):
         cells = [f"{key} " + " ".join(f"{n}-call {right}/{asked}" for n, (right, asked) in
-                                      by_length(folder / key / "eval_details.jsonl").items()) for key in ("sft", "grpo")]
+                                      by_length(details_file(folder / key)).items()) for key in ("sft", "grpo")]
         print(f"{folder.name}: " + " | ".join(cells))
     return 0
 

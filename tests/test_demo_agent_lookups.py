@@ -72,3 +72,36 @@ def test_the_demo_trains_and_scores_the_react_agent_with_the_chain_figures(demo:
         for tool, argument, result in (call for row in rows for call in row["calls"]):
             if tool == "lookup" and not result.startswith("error:"):  # what the agent's own Tool returned
                 assert result == lookups.lookup(argument)
+
+
+SMOLLM2_RUN = """
+import json, sys
+from dataclasses import replace
+from hello_agents_rl.workflows.demo_agent import LOOKUP_RECIPES, run_demo
+
+recipe = replace(LOOKUP_RECIPES[("smollm2", True)], sft_steps=4, grpo_steps=1, grpo_batch_size=2, num_generations=2,
+                 eval_questions=3)
+print(json.dumps(run_demo(sys.argv[1], recipe=recipe, model="smollm2", task="lookups")))
+"""
+
+
+@pytest.mark.slow
+def test_the_react_agent_demo_runs_on_smollm2(hello_agents_100: Venv, tmp_path: Path) -> None:
+    """`demo --task agent-lookups --model smollm2`: LoRA on SmolLM2, the agent's own loop against its served model."""
+    from hello_agents_rl import ConfigError
+    from hello_agents_rl.models.packaged import smollm2_gguf
+
+    try:
+        smollm2_gguf()
+    except ConfigError as missing:
+        pytest.skip(str(missing))
+    printed = hello_agents_100.run("-c", SMOLLM2_RUN, tmp_path, timeout=1200, env={
+        "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    results = json.loads(printed.strip().splitlines()[-1])
+    assert results["recipe"] == {**results["recipe"], "model": "smollm2", "use_lora": True, "task": "lookups"}
+    assert results["agent"]["class"].endswith("ReActAgent")
+    assert (tmp_path / "grpo" / "adapter").is_dir(), "GRPO trained a LoRA adapter on SmolLM2"
+    for name in ("sft", "grpo"):
+        assert results[name]["num_questions"] == 3 and results[name]["failed_runs"] == 0, results[name]
+        assert len((tmp_path / name / "agent_details.jsonl").read_text().splitlines()) == 3
+    assert results["cpu_seconds"]["grpo"] > 0  # the GRPO phase's CPU time, the SmolLM2 target's measure

@@ -152,7 +152,8 @@ def test_the_lookups_tables_are_the_recorded_runs() -> None:
     from demo_lookups_seeds import report
 
     for block, folder, model in (("demo-lookups", "lookups", "tiny"), ("demo-agent-lookups", "agent_lookups", "tiny"),
-                                 ("demo-lookups-smollm2", "lookups_smollm2", "smollm2")):
+                                 ("demo-lookups-smollm2", "lookups_smollm2", "smollm2"),
+                                 ("demo-agent-lookups-smollm2", "agent_lookups_smollm2", "smollm2")):
         records = sorted((ROOT / "docs" / "runs" / folder).glob("seed*.json"))
         assert records, f"docs/runs/{folder} holds no run"
         runs = {int(path.stem.removeprefix("seed")): json.loads(path.read_text()) for path in records}
