@@ -15,7 +15,6 @@ About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). The tiny model runs 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json, checkpoints, completed_run
 from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.clock import Clock
 
 
 @dataclass(frozen=True)
@@ -170,22 +170,6 @@ def run_demo(
     print(format_table(results), flush=True)
     print(f"results.json, report.md, plots, models and logs in {out}", flush=True)
     return results
-
-
-class Clock:
-    """Seconds per stage, for results.json: where the demo's time goes."""
-
-    def __init__(self) -> None:
-        self.started = self.last = time.time()
-        self.laps: dict[str, float] = {}
-
-    def lap(self, name: str) -> None:
-        now = time.time()
-        self.laps[name] = round(now - self.last, 1)
-        self.last = now
-
-    def total(self) -> float:
-        return round(time.time() - self.started, 1)
 
 
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:

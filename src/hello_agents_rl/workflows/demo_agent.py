@@ -21,7 +21,6 @@ import contextlib
 import inspect
 import io
 import json
-import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -36,6 +35,7 @@ from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
 from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.clock import Clock
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
 from hello_agents_rl.workflows.demo_tool_use import (
     LOOKUPS,
@@ -160,47 +160,41 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
         smollm2_gguf()
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    started, cpu_started = time.time(), time.process_time()
-    laps: dict[str, float] = {}
-    cpu_laps: dict[str, float] = {}  # this process's CPU seconds per phase (the served models' are not in it)
+    clock = Clock()
     agent = make_agent(out, recipe.task, max_tool_turns=recipe.max_tool_turns)
-
-    def lap(name: str) -> None:
-        laps[name] = round(time.time() - started - sum(laps.values()), 1)
-        cpu_laps[name] = round(time.process_time() - cpu_started - sum(cpu_laps.values()), 1)
 
     tools = ", ".join(t["function"]["name"] for t in agent_spec(agent).schemas)
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template; hello-agents {package.__version__} "
           f"{type(agent).__name__} with its tools: {tools}", flush=True)
     start = starting_model(recipe, out, seed)
-    lap("build")
+    clock.lap("build")
     habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
              else f"calls the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
     sft = reuse_or_train(out / "sft", recipe, seed, reuse, lambda: actions.run(
         _train(recipe, seed, agent) | sft_settings(recipe) | {
             "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)}))
-    lap("sft")
+    clock.lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
     grpo = reuse_or_train(out / "grpo", recipe, seed, reuse, lambda: actions.run(
         _train(recipe, seed, agent) | grpo_settings(recipe) | {
             "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
             "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)}), start=sft["model_path"])
-    lap("grpo")
+    clock.lap("grpo")
     print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
           f"{recipe.eval_questions} held-out questions", flush=True)
     details = {name: run_agent(run["model_path"], recipe, out / name / "agent_details.jsonl")
                for name, run in (("sft", sft), ("grpo", grpo))}
-    lap("agent_eval")
+    clock.lap("agent_eval")
     results = {"task": "agent-lookups" if recipe.task == "lookups" else "agent", "seed": seed, "quick": quick,
                "hello_agents": package.__version__,
                "reused_training": [name for name, run in (("sft", sft), ("grpo", grpo)) if run.get("reused")],
                "agent": grpo.get("prompt", {}).get("agent"),
                **{name: summary(rows) for name, rows in details.items()},
                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
-               "seconds": laps, "cpu_seconds": cpu_laps, "train_runtime_s": {name: run.get("train_runtime_s") for name, run in (("sft", sft),
-                                                                                                    ("grpo", grpo))},
-               "wall_time_s": round(time.time() - started, 1)}
+               "seconds": clock.laps, "cpu_seconds": clock.cpu_laps,
+               "train_runtime_s": {name: run.get("train_runtime_s") for name, run in (("sft", sft), ("grpo", grpo))},
+               "wall_time_s": clock.total()}
     atomic_write_json(out / RESULTS, results)
     print(format_table(results), flush=True)
     print(f"results.json, agent_details.jsonl (each answer and its tool calls), models and logs in {out}",

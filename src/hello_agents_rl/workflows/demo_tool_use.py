@@ -15,7 +15,6 @@ Everything goes through the action table, the call RLTrainingTool().run makes fo
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json, completed_run
 from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.clock import Clock
 
 
 @dataclass(frozen=True)
@@ -124,31 +124,24 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         smollm2_gguf()  # before any folder: a missing wheel says so
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    started, cpu_started = time.time(), time.process_time()
-    laps: dict[str, float] = {}
-    cpu_laps: dict[str, float] = {}  # every thread's CPU seconds per phase: the GRPO phase's budget is CPU-minutes
-
-    def lap(name: str) -> None:
-        laps[name] = round(time.time() - started - sum(laps.values()), 1)
-        cpu_laps[name] = round(time.process_time() - cpu_started - sum(cpu_laps.values()), 1)
-
+    clock = Clock()
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template -> {out / recipe.model}", flush=True)
     start = starting_model(recipe, out, seed)
-    lap("build")
+    clock.lap("build")
     habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
              else f"call the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on demonstrations that {habit}", flush=True)
     sft = reuse_or_train(out / "sft", recipe, seed, reuse, lambda: train_sft(str(start), out / "sft", recipe, seed))
-    lap("sft")
+    clock.lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
     grpo = reuse_or_train(out / "grpo", recipe, seed, reuse,
                           lambda: train_grpo(sft["model_path"], out / "grpo", recipe, seed), start=sft["model_path"])
-    lap("grpo")
+    clock.lap("grpo")
     print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
           "available)", flush=True)
     sft_eval = evaluate(sft["model_path"], recipe, seed, out / "sft" / "eval_details.jsonl")
     grpo_eval = evaluate(grpo["model_path"], recipe, seed, out / "grpo" / "eval_details.jsonl")
-    lap("evaluate")
+    clock.lap("evaluate")
     details = eval_details(out)
     if recipe.task == "lookups":
         for key, evaluation in (("sft", sft_eval), ("grpo", grpo_eval)):
@@ -162,10 +155,10 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         "grpo": summary(grpo, grpo_eval),
         "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]),
         "recipe": asdict(recipe),
-        "seconds": laps,
-        "cpu_seconds": cpu_laps,
-        "wall_time_s": round(time.time() - started, 1),
-        "cpu_time_s": round(time.process_time() - cpu_started, 1),  # the demo's own cost on a shared machine
+        "seconds": clock.laps,
+        "cpu_seconds": clock.cpu_laps,
+        "wall_time_s": clock.total(),
+        "cpu_time_s": clock.cpu_total(),  # the demo's own cost on a shared machine
     }
     atomic_write_json(out / RESULTS, results)
     write_report(out, results, details)
