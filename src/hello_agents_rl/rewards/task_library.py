@@ -75,7 +75,6 @@ def _draw_entries(name: str, params_json: str, seed: int, start: int, stop: int)
         built = True
         for index in range(start, min(stop, len(drawn))):
             yield "entry", drawn[index]
-        yield "end", None
     except Exception as error:  # noqa: BLE001 - the parent turns it into a ConfigError
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         yield ("error" if built else "refused"), text
@@ -91,9 +90,7 @@ def draw(name: str, params: dict[str, Any], seed: int, start: int, stop: int,
     items = bounded.stream(f"{__name__}:_draw_entries", name, params_json, seed, start, stop, bound=bound,
                            preload=_PRELOAD)
     try:
-        for kind, value in items:
-            if kind == "end":
-                break
+        for kind, value in items:  # read to the end, so that the worker goes back warm
             if kind == "refused":
                 raise ConfigError(f"`dataset_config`: {name!r} refuses {params}: {value}")
             if kind == "error":
