@@ -61,9 +61,13 @@ def _grpo_seconds(run: dict) -> float:
 
 
 def _grpo_cpu_minutes(run: dict) -> float | None:
-    """The GRPO phase's CPU minutes (every thread's); None where the demo did not train it (reused) or record it."""
-    seconds = (run.get("cpu_seconds") or {}).get("grpo")
-    return None if seconds is None or "grpo" in run.get("reused_training", []) else round(seconds / 60, 1)
+    """The GRPO phase's CPU minutes (every thread's): the demo's lap, or where the demo reused the training run, the
+    CPU time that run recorded itself; None where neither was recorded."""
+    if "grpo" in run.get("reused_training", []):
+        seconds = (run.get("train_cpu_s") or {}).get("grpo") or (run.get("grpo") or {}).get("train_cpu_s")
+    else:
+        seconds = (run.get("cpu_seconds") or {}).get("grpo")
+    return None if seconds is None else round(seconds / 60, 1)
 
 
 def _cpu(run: dict) -> str:

@@ -105,3 +105,4 @@ def test_the_react_agent_demo_runs_on_smollm2(hello_agents_100: Venv, tmp_path: 
         assert results[name]["num_questions"] == 3 and results[name]["failed_runs"] == 0, results[name]
         assert len((tmp_path / name / "agent_details.jsonl").read_text().splitlines()) == 3
     assert results["cpu_seconds"]["grpo"] > 0  # the GRPO phase's CPU time, the SmolLM2 target's measure
+    assert 0 < results["train_cpu_s"]["grpo"] <= results["cpu_seconds"]["grpo"]  # kept by the run, for --reuse

@@ -122,6 +122,7 @@ def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path
         row = results[key]
         assert row["num_questions"] == 6 and 0.0 <= row["chain_completion_rate"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
     assert results["cpu_seconds"]["grpo"] > 0  # the SmolLM2 recipe's budget is the GRPO phase's CPU time
+    assert 0 < results["grpo"]["train_cpu_s"] <= results["cpu_seconds"]["grpo"]  # and its run keeps its own, for reuse
     assert (tmp_path / "demo" / "report.md").is_file()
     sft = json.loads((tmp_path / "demo" / "sft" / "results.json").read_text())
     assert sft["config"]["tools"] == ["hello_agents_rl.data.lookups:lookup", "calculator"]
@@ -135,9 +136,12 @@ def test_the_smollm2_lookups_benchmark_fails_a_seed_whose_grpo_phase_is_over_bud
         return {"sft": side, "grpo": side | {"accuracy": 0.5}, "seconds": {"grpo": 900.0},
                 "cpu_seconds": {"grpo": grpo_cpu_s}, "cpu_time_s": 4000.0, "reused_training": reused}
 
-    table, verdicts = report({0: run(30 * 60, []), 1: run(41 * 60, []), 2: run(5.0, ["sft", "grpo"])}, "smollm2")
+    recorded_by_its_run = run(5.0, ["sft", "grpo"]) | {"train_cpu_s": {"grpo": 35 * 60}}  # agents re-run on it
+    table, verdicts = report({0: run(30 * 60, []), 1: run(41 * 60, []), 2: run(5.0, ["sft", "grpo"]),
+                              3: recorded_by_its_run}, "smollm2")
     budget = [v for v in verdicts if "CPU-minutes" in v]
     assert budget == ["PASS seed 0: GRPO phase 30.0 CPU-minutes <= 40", "FAIL seed 1: GRPO phase 41.0 CPU-minutes <= 40",
-                      "FAIL seed 2: GRPO phase unmeasured CPU-minutes <= 40"]
+                      "FAIL seed 2: GRPO phase unmeasured CPU-minutes <= 40",
+                      "PASS seed 3: GRPO phase 35.0 CPU-minutes <= 40"]
     assert "GRPO CPU min" in table and "| 30.0 |" in table
     assert "GRPO CPU min" not in report({0: run(30 * 60, [])}, "tiny")[0]  # the tiny model has no such budget

@@ -79,7 +79,7 @@ def test_result_values_are_what_the_run_logged(grpo_run: tuple) -> None:
     assert result["average_reward"] == pytest.approx(sum(rewards) / len(rewards))
     assert result["final_loss"] == losses[-1]
     assert result["diagnostics"] == [d for m in logs for d in m.get("diagnostics", [])]
-    assert result["train_runtime_s"] > 0
+    assert result["train_runtime_s"] > 0 and result["train_cpu_s"] > 0
     assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(result))
 
 

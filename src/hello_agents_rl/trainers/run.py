@@ -103,7 +103,7 @@ def _no_empty_output_dir(folder: Path) -> Iterator[None]:
 def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any]:
     from transformers.trainer_callback import ProgressCallback
 
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     device, dtype = pick_device_dtype(train_all_weights=not cfg.use_lora)
     cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_name)  # the prompt the starting model was trained on
     train_data = data_layer.load(cfg)  # data and model errors surface before any file is written
@@ -158,6 +158,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     if status == "completed":  # every rank: DeepSpeed/FSDP gather their shards to save; rank 0 writes
         model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora, prompt)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
+    result["train_cpu_s"] = round(time.process_time() - cpu_started, 2)  # this process's, every thread's
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
     if interrupt.requested:
         result["signal"] = interrupt.requested

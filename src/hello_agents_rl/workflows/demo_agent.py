@@ -194,6 +194,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
                "seconds": clock.laps, "cpu_seconds": clock.cpu_laps,
                "train_runtime_s": {name: run.get("train_runtime_s") for name, run in (("sft", sft), ("grpo", grpo))},
+               "train_cpu_s": {name: run.get("train_cpu_s") for name, run in (("sft", sft), ("grpo", grpo))},
                "wall_time_s": clock.total()}
     atomic_write_json(out / RESULTS, results)
     print(format_table(results), flush=True)

@@ -264,7 +264,8 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
     keys = ("accuracy", "format_rate", "tool_call_rate", "failed_call_rate", "mean_calls", "turns_exhausted_rate",
             "num_questions", "chain_completion_rate")
     return {**{k: evaluation[k] for k in keys if k in evaluation}, "model_path": train["model_path"],
-            "train_runtime_s": train["train_runtime_s"], "num_steps": train["num_steps"],
+            "train_runtime_s": train["train_runtime_s"], "train_cpu_s": train.get("train_cpu_s"),
+            "num_steps": train["num_steps"],
             **({"tools": train["tools"]} if "tools" in train else {})}
 
 
