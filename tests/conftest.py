@@ -183,7 +183,7 @@ def hello_agents_101(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # Under `pytest -n 2 --dist loadfile` (make test) the longest files start first, one per worker, so that the two
 # workers finish together (the SmolLM2 demo, the longest, ran about 16 of the suite's 24 minutes on its worker).
-LONGEST_FIRST = ("test_demo_real.py", "test_demo_agent.py", "test_demo_tools.py", "test_demo.py",
+LONGEST_FIRST = ("test_demo_real.py", "test_demo_agent.py", "test_demo_agent_lookups.py", "test_demo_tools.py", "test_demo.py",
                  "test_user_install.py", "test_search.py")
 
 

@@ -136,12 +136,17 @@ def test_the_smollm2_lookups_benchmark_fails_a_seed_whose_grpo_phase_is_over_bud
         return {"sft": side, "grpo": side | {"accuracy": 0.5}, "seconds": {"grpo": 900.0},
                 "cpu_seconds": {"grpo": grpo_cpu_s}, "cpu_time_s": 4000.0, "reused_training": reused}
 
-    recorded_by_its_run = run(5.0, ["sft", "grpo"]) | {"train_cpu_s": {"grpo": 35 * 60}}  # agents re-run on it
-    table, verdicts = report({0: run(30 * 60, []), 1: run(41 * 60, []), 2: run(5.0, ["sft", "grpo"]),
-                              3: recorded_by_its_run}, "smollm2")
+    agent_demo_reused = run(5.0, ["sft", "grpo"]) | {"train_cpu_s": {"grpo": 35 * 60}}  # agents re-run on its models
+    plain_demo_reused = run(5.0, ["grpo"])
+    plain_demo_reused["grpo"] = plain_demo_reused["grpo"] | {"train_cpu_s": 39 * 60, "train_runtime_s": 1200.0}
+    resumed = run(5.0, ["grpo"]) | {"train_cpu_s": {"grpo": None}}  # its run resumed: it counted part of itself
+    table, verdicts = report({0: run(30 * 60, []), 1: run(40 * 60 + 3, []), 2: run(5.0, ["sft", "grpo"]),
+                              3: agent_demo_reused, 4: plain_demo_reused, 5: resumed}, "smollm2")
     budget = [v for v in verdicts if "CPU-minutes" in v]
-    assert budget == ["PASS seed 0: GRPO phase 30.0 CPU-minutes <= 40", "FAIL seed 1: GRPO phase 41.0 CPU-minutes <= 40",
+    assert budget == ["PASS seed 0: GRPO phase 30.0 CPU-minutes <= 40", "FAIL seed 1: GRPO phase 40.0 CPU-minutes <= 40",
                       "FAIL seed 2: GRPO phase unmeasured CPU-minutes <= 40",
-                      "PASS seed 3: GRPO phase 35.0 CPU-minutes <= 40"]
+                      "PASS seed 3: GRPO phase 35.0 CPU-minutes <= 40", "PASS seed 4: GRPO phase 39.0 CPU-minutes <= 40",
+                      "FAIL seed 5: GRPO phase unmeasured CPU-minutes <= 40"]
+    assert "| 1200 | 39.0 |" in table  # a reused plain run: its own wall and CPU time, not the demo's 5-second lap
     assert "GRPO CPU min" in table and "| 30.0 |" in table
     assert "GRPO CPU min" not in report({0: run(30 * 60, [])}, "tiny")[0]  # the tiny model has no such budget

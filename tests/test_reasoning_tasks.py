@@ -130,6 +130,17 @@ def test_bad_task_input_is_named_before_any_model_loads(params: dict, message: s
         parse({"action": "train", "model_name": "org/no-such-model", **params})
 
 
+def test_a_refused_config_leaves_the_drawing_worker_warm() -> None:
+    from hello_agents_rl import bounded
+    from hello_agents_rl.rewards import task_library
+
+    task_library.draw("chain_sum", {}, 0, 0, 1)
+    warm = {worker.process.pid for worker in bounded._live}
+    with pytest.raises(ConfigError, match="'chain_sum' refuses"):
+        task_library.draw("chain_sum", {"min_terms": 0}, 0, 0, 1)
+    assert warm and {worker.process.pid for worker in bounded._live} == warm  # no interpreter start for the next draw
+
+
 def test_without_the_library_the_error_says_how_to_install_it() -> None:
     code = ("import sys; sys.modules['reasoning_gym'] = None\n"
             "from hello_agents_rl.workflows.actions import parse\n"

@@ -87,15 +87,17 @@ def draw(name: str, params: dict[str, Any], seed: int, start: int, stop: int,
     bound = DRAW_SECONDS if bound is None else bound
     params_json = json.dumps(params, sort_keys=True)
     entries: list[dict[str, Any]] = []
+    failure: ConfigError | None = None
     items = bounded.stream(f"{__name__}:_draw_entries", name, params_json, seed, start, stop, bound=bound,
                            preload=_PRELOAD)
     try:
-        for kind, value in items:  # read to the end, so that the worker goes back warm
+        for kind, value in items:  # read to the end, even past a failure, so that the worker goes back warm
             if kind == "refused":
-                raise ConfigError(f"`dataset_config`: {name!r} refuses {params}: {value}")
-            if kind == "error":
-                raise ConfigError(_failed(name, params, len(entries), value))
-            entries.append(value)
+                failure = ConfigError(f"`dataset_config`: {name!r} refuses {params}: {value}")
+            elif kind == "error":
+                failure = ConfigError(_failed(name, params, len(entries), value))
+            else:
+                entries.append(value)
     except bounded.Overran:
         raise ConfigError(_too_slow(name, params, start + len(entries), bound)) from None
     except bounded.WorkerDied as died:
@@ -103,6 +105,8 @@ def draw(name: str, params: dict[str, Any], seed: int, start: int, stop: int,
                           f"them ({died}); try other parameters") from None
     finally:
         items.close()
+    if failure is not None:
+        raise failure
     _keep((name, params_json, seed), dict(zip(range(start, stop), entries)))
     return entries
 

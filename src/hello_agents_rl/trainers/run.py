@@ -158,7 +158,10 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     if status == "completed":  # every rank: DeepSpeed/FSDP gather their shards to save; rank 0 writes
         model_path = save_final_model(trainer, cfg.output_dir, cfg.merge_lora, prompt)
     result = summarise(cfg, trainer, output, monitor, len(train_data), model_path, time.time() - started)
-    result["train_cpu_s"] = round(time.process_time() - cpu_started, 2)  # this process's, every thread's
+    # this process's CPU seconds, every thread's: the whole run's only where it did not resume (None then)
+    result["train_cpu_s"] = None if plan.resume else round(time.process_time() - cpu_started, 2)
+    if plan.resume:
+        result["resumed_from"] = plan.resume
     result.update(status=status, trainable_parameters=trainable, total_parameters=total)
     if interrupt.requested:
         result["signal"] = interrupt.requested

@@ -69,7 +69,7 @@ RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMO
 # batch (docs/agentic.md: measured so).
 # `--quick` trains as the full one (a shorter GRPO changes what is learnt) and asks 100 of the 250 held-out questions.
 AGENT_LOOKUPS = replace(LOOKUPS, sft_steps=1200, sft_batch_size=16, sft_lr_scheduler="constant_with_warmup")
-# SmolLM2: the plain lookups demo's SmolLM2 recipe as it is (its agent transcripts are shorter than 430 tokens).
+# SmolLM2: the plain lookups demo's SmolLM2 recipe as it is.
 LOOKUP_RECIPES = {("tiny", False): AGENT_LOOKUPS, ("tiny", True): replace(AGENT_LOOKUPS, eval_questions=100),
                   ("smollm2", False): SMOLLM2_LOOKUPS, ("smollm2", True): replace(SMOLLM2_LOOKUPS, eval_questions=40)}
 

@@ -89,9 +89,8 @@ LOOKUPS = Recipe(task="lookups", sft_steps=1200, sft_batch_size=32, sft_lr_sched
 # SmolLM2 reads and copies names from the start, so the chains' words stay words and GRPO samples at 0.7, between
 # the copying-limited tiny model's 0.3 and the calculator demo's 1.0. Its SFT is the calculator demo's length at a
 # higher LoRA rate (30 steps at 2e-4 still looped on one lookup or read the wrong field: seed 0, 30 questions, 6.7%);
-# GRPO takes 12 steps of 4 x 8 chains (77-87 s a step on 2 cores: 30.5-34.2 CPU-minutes on seeds 0-2, inside 40);
-# 100 held-out questions, as its calculator demo's quick variant (a chain costs SmolLM2 ~2 s a turn on 2 cores).
-# Measured over seeds 0-2 in docs/agentic.md: +21, +26, +4 points (seed 2's SFT already finished 3-call chains).
+# GRPO takes 12 steps of 4 x 8 chains, inside the 40 CPU-minutes a seed on 2 cores; 100 held-out questions, as its
+# calculator demo's quick variant (a chain costs SmolLM2 ~2 s a turn on 2 cores). Measured: docs/agentic.md.
 SMOLLM2_LOOKUPS = replace(SMOLLM2, task="lookups", task_config={}, sft_steps=40, sft_learning_rate=5e-4,
                           grpo_steps=12, temperature=0.7, max_new_tokens=320, max_tool_turns=5, eval_questions=100)
 LOOKUP_RECIPES = {("tiny", False): LOOKUPS, ("tiny", True): replace(LOOKUPS, grpo_steps=30, eval_questions=200),
