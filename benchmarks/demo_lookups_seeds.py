@@ -55,27 +55,16 @@ def report(runs: dict[int, dict], model: str) -> tuple[str, list[str]]:
     return "\n".join(lines), verdicts
 
 
-def _recorded_by_grpo_run(run: dict, key: str) -> float | None:
-    """What the GRPO training run recorded itself (`train_runtime_s`, `train_cpu_s`): the agent demo keeps it by
-    phase, the plain demo beside the GRPO model's scores."""
-    by_phase = run.get(key)
-    return by_phase.get("grpo") if isinstance(by_phase, dict) else (run.get("grpo") or {}).get(key)
-
-
 def _grpo_seconds(run: dict) -> float:
-    """The GRPO phase's wall seconds: its training run's own time where the demo keeps it by phase (the agent demo)
-    or reused the run (agents re-run), else the demo's lap."""
-    kept = isinstance(run.get("train_runtime_s"), dict) or "grpo" in run.get("reused_training", [])
-    recorded = _recorded_by_grpo_run(run, "train_runtime_s") if kept else None
-    return run["seconds"]["grpo"] if recorded is None else recorded
+    """The GRPO phase: its training run's own time where the demo kept it, else the demo's lap (older records)."""
+    return (run.get("train_runtime_s") or {}).get("grpo") or run["seconds"]["grpo"]
 
 
 def _grpo_cpu_seconds(run: dict) -> float | None:
     """The GRPO phase's CPU seconds (every thread's): the demo's lap, or where the demo reused the training run, the
     CPU time that run recorded itself; None where neither was recorded (or the run resumed, counting part of it)."""
-    if "grpo" in run.get("reused_training", []):
-        return _recorded_by_grpo_run(run, "train_cpu_s")
-    return (run.get("cpu_seconds") or {}).get("grpo")
+    phases = run.get("train_cpu_s") if "grpo" in run.get("reused_training", []) else run.get("cpu_seconds")
+    return (phases or {}).get("grpo")
 
 
 def _cpu(run: dict) -> str:

@@ -46,6 +46,7 @@ from hello_agents_rl.workflows.demo_tool_use import (
     sft_settings,
     starting_model,
     task_rows,
+    training_record,
 )
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
 from hello_agents_rl.workflows.serve import running, served_model_id
@@ -187,15 +188,11 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
                for name, run in (("sft", sft), ("grpo", grpo))}
     clock.lap("agent_eval")
     results = {"task": "agent-lookups" if recipe.task == "lookups" else "agent", "seed": seed, "quick": quick,
-               "hello_agents": package.__version__,
-               "reused_training": [name for name, run in (("sft", sft), ("grpo", grpo)) if run.get("reused")],
+               "hello_agents": package.__version__, **training_record(sft, grpo),
                "agent": grpo.get("prompt", {}).get("agent"),
                **{name: summary(rows) for name, rows in details.items()},
                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
-               "seconds": clock.laps, "cpu_seconds": clock.cpu_laps,
-               "train_runtime_s": {name: run.get("train_runtime_s") for name, run in (("sft", sft), ("grpo", grpo))},
-               "train_cpu_s": {name: run.get("train_cpu_s") for name, run in (("sft", sft), ("grpo", grpo))},
-               "wall_time_s": clock.total()}
+               "seconds": clock.laps, "cpu_seconds": clock.cpu_laps, "wall_time_s": clock.total()}
     atomic_write_json(out / RESULTS, results)
     print(format_table(results), flush=True)
     print(f"results.json, agent_details.jsonl (each answer and its tool calls), models and logs in {out}",
