@@ -267,3 +267,22 @@ def test_an_agent_setup_unlike_the_starting_models_is_named() -> None:
     assert "tools ['calculator'] then, ['calculator', 'Skill', 'Task'] now (new: Skill, Task)" in said
     assert "system prompt 'Multiply with the calculator.' then, 'You are helpful.' now" in said
     assert "docs/agentic.md" in said
+
+
+def test_an_agent_named_on_the_command_line_is_refused_with_the_python_way_and_the_cli_way(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hello_agents_rl.interfaces.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["train", "--agent", "mytools:make_agent", "--output_dir", str(tmp_path / "run")])
+    assert refused.value.code != 0 and "`agent`: 'mytools:make_agent' is text" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"`agent`: 'mytools:make_agent' is text.*\"agent\": agent.*`tools`"):
+        RLTrainingTool().run({"action": "train", "agent": "mytools:make_agent", "output_dir": str(tmp_path / "run")})
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_agent_whose_config_adds_hello_agents_own_tools_is_named_before_training() -> None:
+    agent = ReActShaped()
+    assert agent_spec(agent).extras_on == []  # no Config: nothing added
+    agent.config = type("Config", (), {"skills_enabled": True, "todowrite_enabled": True, "trace_enabled": False})()
+    assert agent_spec(agent).extras_on == ["skills_enabled", "todowrite_enabled"]

@@ -6,6 +6,7 @@ what SFT imitates; here its tool calls carry their arguments as JSON objects, as
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -84,15 +85,13 @@ with questions.open("w") as file:
             {"role": "tool", "name": "stock_of", "content": f"{warehouse} has {left} items left."},
             call("Finish", answer=str(left))]}) + "\\n")
 
-common = {"action": "train", "dataset": str(questions), "use_lora": False, "report_to": "none", "seed": 0}
-sft = RLTrainingTool().run({**common, "algorithm": "sft", "agent": agent(), "output_dir": str(out / "sft"),
-                            "model_name": str(build_tiny_tool_model(out / "tiny")), "max_steps": 150, "batch_size": 8,
-                            "learning_rate": 3e-3, "logging_steps": 50})
+documented = json.loads(sys.argv[2])  # docs/agentic.md's own SFT and GRPO settings
+common = {"action": "train", "dataset": str(questions), "report_to": "none", "seed": 0}
+sft = RLTrainingTool().run({**common, **documented["sft"], "agent": agent(), "output_dir": str(out / "sft"),
+                            "model_name": str(build_tiny_tool_model(out / "tiny")), "logging_steps": 50})
 calls.clear()
-grpo = RLTrainingTool().run({**common, "algorithm": "grpo", "agent": agent(), "output_dir": str(out / "grpo"),
-                             "model_name": sft["model_path"], "max_steps": 2, "batch_size": 4, "num_generations": 4,
-                             "max_new_tokens": 200, "reward_type": "combined", "reward_config": {"components": [
-                                 {"type": "accuracy", "weight": 1.0}, {"type": "step", "weight": 1.0, "step_bonus": 0.1}]}})
+grpo = RLTrainingTool().run({**common, **documented["grpo"], "agent": agent(), "output_dir": str(out / "grpo"),
+                             "model_name": sft["model_path"], "max_steps": 2, "batch_size": 4, "num_generations": 4})
 trained_calls, calls[:] = sorted(set(calls)), []
 with running(grpo["model_path"]) as base_url:
     answer = agent(base_url, served_model_id(base_url)).run("How many items are left in the warehouse that holds order 4471?")
@@ -101,16 +100,44 @@ print(json.dumps({"sft": sft["status"], "grpo": grpo["status"], "reward": grpo["
 """
 
 
+def documented_settings() -> dict[str, dict]:
+    """The settings docs/agentic.md's own-agent example trains with, by algorithm: every key whose value is written
+    out (not the agent, not the paths), so the example in the docs is the one this test trains."""
+    text = (SRC.parent / "docs" / "agentic.md").read_text(encoding="utf-8")
+    section = text[text.index("### Your own questions, tools and agent"):]
+    code = section[section.index("```python") + len("```python"):]
+    settings = {}
+    for node in ast.walk(ast.parse(code[:code.index("```")])):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Dict):
+            pairs = {key.value: value for key, value in zip(node.args[0].keys, node.args[0].values)
+                     if isinstance(key, ast.Constant)}
+            if "algorithm" in pairs:
+                settings[ast.literal_eval(pairs["algorithm"])] = {
+                    key: ast.literal_eval(value) for key, value in pairs.items()
+                    if key not in {"model_name", "dataset", "output_dir"} and not isinstance(value, ast.Name)}
+    return settings
+
+
+def test_the_documented_own_agent_example_names_the_settings_this_test_trains_with() -> None:
+    settings = documented_settings()
+    assert set(settings) == {"sft", "grpo"}
+    # from random weights the tiny model learns only with full fine-tuning at a high rate for enough steps
+    assert settings["sft"]["use_lora"] is False and settings["sft"]["max_steps"] >= 100
+    assert settings["grpo"]["reward_type"] == "combined"
+
+
 @pytest.mark.slow
 def test_a_react_agent_with_two_tools_of_its_own_trains_on_a_questions_file(hello_agents_100: Venv,
                                                                            tmp_path: Path) -> None:
-    out = json.loads(hello_agents_100.run("-c", RUN, tmp_path, timeout=1200, env={
+    out = json.loads(hello_agents_100.run("-c", RUN, tmp_path, json.dumps(documented_settings()), timeout=1200, env={
         "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}).strip().splitlines()[-1])
     assert out["sft"] == out["grpo"] == "completed"
     assert out["agent"]["class"].endswith("ReActAgent") and {"find_order", "stock_of"} <= set(out["agent"]["tools"])
     # GRPO's rollouts ran the test's own Tool objects, each of the two, through the agent's registry
     assert {tool for tool, _ in out["trained_calls"]} == {"find_order", "stock_of"}
     assert out["tools"]["calls"] > 0 and out["tools"]["failures"] == 0
+    by_tool = out["tools"]["calls_by_tool"]  # the agent's Finish is a call too; each counted under its own name
+    assert {"find_order", "stock_of", "Finish"} <= set(by_tool) and sum(by_tool.values()) == out["tools"]["calls"]
     assert out["reward"] > 1.0, "right answers (1.0) and the step reward's credit for their grounded calls (0.1 each)"
     # the served model, in the agent's own loop: both lookups, the second from the first's result, then Finish
     assert out["run_calls"] == [["find_order", "4471"], ["stock_of", "W2"]] and out["answer"] == "312"
@@ -168,3 +195,45 @@ def test_a_transcript_calling_a_tool_the_run_lacks_is_refused_before_the_model_l
                               "dataset": str(tmp_path / "q.jsonl"), "output_dir": str(tmp_path / "run"),
                               "use_lora": False})
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("arguments, error", [
+    ({"expr": "2 * 3"}, r"calls 'calculator' with 'expr', which it does not take \(it takes: expression\)"),
+    ({}, r"calls 'calculator' without 'expression', which it requires"),
+])
+def test_a_transcript_call_with_arguments_its_tool_does_not_take_is_refused_before_the_model_loads(
+        arguments: dict, error: str, tmp_path: Path) -> None:
+    from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+
+    call = {"function": {"name": "calculator", "arguments": arguments}}
+    rows = [{"question": "What is 2 * 3?", "answer": "6", "completion": [
+        {"role": "assistant", "tool_calls": [call]}, {"role": "tool", "content": "6"},
+        {"role": "assistant", "content": "Final Answer: 6"}]}]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ConfigError, match=rf"`dataset`: row 1's transcript {error}; write the call with the tool's"):
+        RLTrainingTool().run({"action": "train", "algorithm": "sft", "model_name": str(build_tiny_tool_model(tmp_path / "m")),
+                              "tools": ["calculator"], "dataset": str(tmp_path / "q.jsonl"),
+                              "output_dir": str(tmp_path / "run"), "use_lora": False})
+    assert not (tmp_path / "run").exists()
+
+
+def test_evaluating_an_agent_trained_model_without_its_tools_warns_that_the_score_is_not_the_agents(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.models import save_prompt_settings
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+
+    model = build_tiny_tool_model(tmp_path / "m")
+    save_prompt_settings(model, {"system_prompt": None, "agent": {
+        "class": "hello_agents.agents.react_agent.ReActAgent", "tools": ["Thought", "Finish", "find_order"],
+        "max_tool_turns": 3, "finish_tool": "Finish"}})
+    params = {"action": "evaluate", "model_path": str(model), "dataset": "multiplication", "max_samples": 2,
+              "max_new_tokens": 4}
+    result = RLTrainingTool().run(params)
+    (warning,) = result["warnings"]
+    assert "trained as a ReActAgent with the tools Thought, Finish, find_order" in warning and "agent.run" in warning
+    assert warning in capsys.readouterr().out
+    assert "warnings" not in RLTrainingTool().run({**params, "tools": ["calculator"], "max_tool_turns": 1})

@@ -249,6 +249,14 @@ def test_accuracy_reads_the_answer_after_the_last_tool_call() -> None:
     assert read_trajectory(OUT_OF_TURNS).turns_exhausted
 
 
+def test_a_rollout_that_ended_on_a_call_says_whether_the_turns_or_the_token_budget_ran_out() -> None:
+    # two call turns: past a limit of 1 the turns ran out; within a limit of 4 the budget did (TRL drops the round
+    # whose result would not fit in max_new_tokens, so the rollout ends on that call)
+    assert read_trajectory(OUT_OF_TURNS).stopped_by(1) == "turns"
+    assert read_trajectory(OUT_OF_TURNS).stopped_by(4) == "budget"
+    assert read_trajectory(FAILED_THEN_RIGHT).stopped_by(1) is None
+
+
 def test_shaping_never_lets_a_wrong_answer_outscore_a_right_one() -> None:
     turns = 3
     build_reward("accuracy", None, {"call_bonus": 0.2, "failed_call_penalty": 0.8 / turns}, turns)  # a tie at worst
@@ -278,7 +286,8 @@ def test_custom_reward_gets_the_trajectory_and_its_tool_stats() -> None:
     assert fn(prompts=[[]], completions=[FAILED_THEN_RIGHT], ground_truth=["19432"],
               log_metric=lambda k, v: logged.__setitem__(k, v)) == [0.5]
     assert seen["text"] == "Final Answer: 19432" and seen["n"] == 5
-    assert seen["stats"] == {"calls": 2, "failed_calls": 1, "malformed_calls": 0, "turns_exhausted": False}
+    assert seen["stats"] == {"calls": 2, "failed_calls": 1, "malformed_calls": 0, "turns_exhausted": False,
+                             "tool_turns": 2}
     assert logged["tools/call_rate"] == 1.0 and logged["format"] == 1.0
 
 
@@ -382,6 +391,8 @@ def test_doctor_tool_rules_fire_with_their_remedy_and_stay_silent_when_healthy()
     assert len(failing) == 1 and "60% of tool calls failed" in failing[0] and "failed_call_penalty" in failing[0]
     looping = _doctor([{**e, "tools/turns_exhausted": 0.5} for e in _tool_logs()])
     assert len(looping) == 1 and "ran out of tool turns" in looping[0] and "max_tool_turns" in looping[0]
+    short = _doctor([{**e, "tools/budget_exhausted": 0.5} for e in _tool_logs()])
+    assert len(short) == 1 and "raise max_new_tokens" in short[0] and "max_tool_turns" not in short[0]
     never = _doctor([{**e, "reward": 0.1, "tools/call_frequency": 0.0, "tools/call_rate": 0.0} for e in _tool_logs()])
     assert any("no tool call" in f and "call_bonus" in f for f in never)
 

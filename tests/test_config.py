@@ -138,6 +138,9 @@ def test_each_key_reaches_the_field_trl_peft_and_transformers_call_it() -> None:
                                           "`clip_range_high`?"]),
     ({"per_device_train_batch_size": 2, "max_completion_length": 64, "bogus": 1},
      ["did you mean `batch_size`?", "did you mean `max_new_tokens`?", "`bogus`: unknown parameter"]),
+    ({"step_bonus": 0.2, "call_bonus": 0.1},  # a reward's own parameter at the top level: where it goes
+     ['`step_bonus`: unknown parameter for action \'train\'; it is a parameter of `reward_config`: write '
+      '{"reward_config": {"step_bonus": 0.2}}', 'write {"tool_reward": {"call_bonus": 0.1}}']),
 ])
 def test_trls_names_get_ours_and_every_unknown_key_is_named_at_once(params: dict, said: list[str]) -> None:
     with pytest.raises(ConfigError) as refused:

@@ -86,7 +86,9 @@ def test_a_custom_answer_in_any_form_the_reward_reads_is_accepted(tmp_path: Path
     ("content", "match"),
     [
         ('{"question": "x", "answer": "1"}\n{"question": "y", "answer": \n', r"d\.jsonl:2: invalid JSON"),
-        ('{"question": "x"}\n', r"d\.jsonl:1: no column 'answer'"),
+        ('{"question": "x"}\n', r"d\.jsonl:1: no column 'answer'.*set question_column/answer_column"),
+        ('{"question": "x", "answer": "1"}\n{"question": "y"}\n',  # one row lacks it: that row is the fix
+         r"d\.jsonl:2: no column 'answer'.*add it to this row, or drop the row"),
         ('{"question": "x", "answer": "no number here"}\n', r"d\.jsonl:1: .*no final number"),
         ("[1, 2]\n", r"d\.jsonl:1: expected a JSON object"),
         ("", "empty"),

@@ -124,6 +124,7 @@ def test_a_tool_that_never_answers_times_out_and_its_threads_stay_bounded() -> N
         assert elapsed < MAX_HUNG_CALLS * 0.5 + 2
         assert (stats.timeouts, stats.refused, stats.failures) == (MAX_HUNG_CALLS, 2 * MAX_HUNG_CALLS, 3 * MAX_HUNG_CALLS)
         assert stats.summary()["hung_by_tool"] == {"stuck": MAX_HUNG_CALLS}
+        assert stats.summary()["calls_by_tool"] == {"stuck": 3 * MAX_HUNG_CALLS}  # refused calls are calls too
     finally:
         release.set()
     for _ in range(100):  # once its calls return, the tool is called again

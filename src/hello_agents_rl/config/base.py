@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from collections.abc import Callable
@@ -125,13 +126,24 @@ def suggestion(key: str, known: list[str]) -> str:
     return did_you_mean(key, known)
 
 
+def section_hint(key: str, value: Any, known: list[str]) -> str:
+    """'; it belongs in `reward_config`...': a reward or tool-shaping parameter given at the top level."""
+    from hello_agents_rl.config.checks import nested_key_home  # the reward layer knows its own parameters
+
+    home = nested_key_home(key)
+    if home is None or home not in known:
+        return ""
+    return f"; it is a parameter of `{home}`: write {json.dumps({home: {key: value}}, default=str)}"
+
+
 def validate(model: type[BaseModel], params: dict[str, Any]) -> Any:
     """Validate parameters against one action's model; raise ConfigError naming every unknown key and the fix."""
     action = params.get("action", "train")
     known = list(model.model_fields)
     unknown = [key for key in params if key not in known]
     if unknown:
-        each = "; ".join(f"`{key}`: unknown parameter for action {action!r}{suggestion(key, known)}" for key in unknown)
+        each = "; ".join(f"`{key}`: unknown parameter for action {action!r}"
+                         f"{suggestion(key, known) or section_hint(key, params[key], known)}" for key in unknown)
         raise ConfigError(f"{each} (run `hello-agents-rl {action} --help` for the list)")
     for key, value in params.items():  # NaN slips through pydantic's gt/ge checks
         if isinstance(value, float) and not math.isfinite(value):

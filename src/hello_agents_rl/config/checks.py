@@ -13,6 +13,17 @@ def check_reward(reward_type: Any, reward_config: dict[str, Any]) -> None:
     build_reward(reward_type, reward_config)
 
 
+def nested_key_home(key: str) -> str | None:
+    """The section an unknown top-level key belongs in, where it is a reward or tool-shaping parameter."""
+    from hello_agents_rl.rewards.terms import TERMS, TOOL_REWARD_KEYS
+
+    if key in TOOL_REWARD_KEYS:
+        return "tool_reward"
+    if any(key in term.params or key == term.weight_key for term in TERMS.values()):
+        return "reward_config"
+    return None
+
+
 def check_tools(tools: list[Any], environment: Any, algorithm: str | None = None, tool_reward: dict | None = None,
                 max_tool_turns: int = 1, reward_type: Any = None, reward_config: dict | None = None) -> None:
     if not tools and environment is None and not tool_reward:
@@ -48,6 +59,10 @@ def check_agent_keys(agent: Any, tools: list[Any], environment: Any, max_tool_tu
     that would send them (`agent`), and an agent's tool-turn limit is `max_tool_turns`."""
     from hello_agents_rl.rollouts.agent_spec import agent_spec, implicit_agent, is_hello_agents_tool
 
+    if isinstance(agent, str):  # the CLI, YAML or MCP: an agent is an object, made in Python
+        raise ValueError(f"`agent`: {agent!r} is text, and an agent is a Python object: give it in Python, "
+                         "RLTrainingTool().run({..., \"agent\": agent}); on the CLI, in YAML or over MCP give its "
+                         "tools as `tools` (module:function names) instead")
     theirs = [t for t in tools or [] if is_hello_agents_tool(t)]
     if theirs and len(theirs) < len(tools):
         raise ValueError("`tools`: hello-agents Tools mixed with other tools; give either hello-agents Tools (or one "

@@ -23,7 +23,7 @@ class Thresholds:
     truncation_rate: float = 0.5
     format_drop: float = 0.2
     tool_failure_rate: float = 0.3  # tools: above this share of failed calls for `patience` logs
-    turns_exhausted_rate: float = 0.3  # tools: above this share of rollouts ending on an unanswered call
+    turns_exhausted_rate: float = 0.3  # tools: above this share of rollouts ending on an unanswered call (turns or budget)
     tool_hung_calls: int = 3  # tools: calls of one tool that timed out (tool_timeout) before it is reported
 
 

@@ -83,13 +83,12 @@ def build_rows(
     from hello_agents_rl.rewards import parse_ground_truth
 
     rows: dict[str, list[Any]] = {"prompt": [], "completion": [], "ground_truth": [], "question": []}
-    for where, record in records:
+    for index, (where, record) in enumerate(records):
         for column in (question_column, answer_column):
             if column not in record:
-                raise ConfigError(
-                    f"{source}:{where}: no column {column!r} (columns: {sorted(record)}); "
-                    "set question_column/answer_column to the right names"
-                )
+                fix = ("add it to this row, or drop the row" if index else  # earlier rows had it: this row lacks it
+                       "set question_column/answer_column to the right names")
+                raise ConfigError(f"{source}:{where}: no column {column!r} (columns: {sorted(record)}); {fix}")
         for column in (question_column, answer_column):
             if record[column] is None or (isinstance(record[column], str) and not record[column].strip()):
                 raise ConfigError(f"{source}:{where}: {column!r} is empty (null); give it a value or drop the row")

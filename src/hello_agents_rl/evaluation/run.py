@@ -17,7 +17,13 @@ import torch
 from hello_agents_rl.config import CompareConfig, EvaluateConfig
 from hello_agents_rl.data import sources as data_layer
 from hello_agents_rl.evaluation.metrics import comparison_markdown, question_details, summarise
-from hello_agents_rl.models import load_model, load_tokenizer, system_prompt_of, with_recorded_prompt
+from hello_agents_rl.models import (
+    load_model,
+    load_tokenizer,
+    recorded_prompt,
+    system_prompt_of,
+    with_recorded_prompt,
+)
 from hello_agents_rl.rollouts.loop import roll_out
 from hello_agents_rl.rollouts.template import check_tool_template
 from hello_agents_rl.rollouts.tool_guard import ToolStats
@@ -84,6 +90,9 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     """`action: evaluate`: the metrics; per-question details (transcripts with tools) to details_path."""
     cfg, prompt_source = with_recorded_prompt(cfg, cfg.model_path)  # the prompt the model was trained with
     rows = data_layer.load(cfg)
+    warnings = [w for w in (agent_without_its_tools(cfg),) if w]
+    for warning in warnings:
+        print(f"[warning] {warning}", flush=True)  # before the model loads
     tokenizer = load_tokenizer(cfg.model_path, cfg.trust_remote_code, key="model_path")
     if uses_tools(cfg):
         check_tool_template(tokenizer, cfg.model_path)  # before the model loads
@@ -95,7 +104,19 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     if cfg.return_details:
         result["details"] = details
     prompt = {"system_prompt": system_prompt_of(rows), "enable_thinking": cfg.enable_thinking, "source": prompt_source}
-    return {"status": "completed", "model_path": cfg.model_path, "split": cfg.split, "prompt": prompt, **result}
+    return {"status": "completed", "model_path": cfg.model_path, "split": cfg.split, "prompt": prompt, **result,
+            **({"warnings": warnings} if warnings else {})}
+
+
+def agent_without_its_tools(cfg: EvaluateConfig) -> str | None:
+    """A model trained as a hello-agents agent, evaluated with no tools: its answers are text the agent never sends
+    (a Finish call read as text), so the score says nothing of the agent."""
+    agent = (recorded_prompt(cfg.model_path) or {}).get("agent")
+    if not agent or uses_tools(cfg):
+        return None
+    return (f"{cfg.model_path} was trained as a {agent['class'].rsplit('.', 1)[-1]} with the tools "
+            f"{', '.join(agent['tools'])}; evaluated without them, its score is not the agent's. Score the agent "
+            "with `hello-agents-rl serve` of the model and agent.run(question), or give `tools` of the same names")
 
 
 def write_details(path: str | Path, details: list[dict[str, Any]]) -> None:

@@ -99,6 +99,12 @@ class AgentTool(dict):
         return AgentTool(dict(self), call)
 
 
+# hello-agents Config switches that add tools of its own (Skill, Task, TodoWrite, DevLog...) beside the agent's,
+# or write files (memory, skills, traces); off, the agent sends its own tools alone
+AGENT_EXTRAS = ("trace_enabled", "skills_enabled", "subagent_enabled", "todowrite_enabled", "devlog_enabled",
+                "session_enabled")
+
+
 @dataclass
 class AgentSpec:
     agent: Any
@@ -115,6 +121,12 @@ class AgentSpec:
     @property
     def builtin(self) -> set[str]:
         return set(getattr(self.agent, "_builtin_tools", ()) or ())
+
+    @property
+    def extras_on(self) -> list[str]:
+        """The agent's Config switches (AGENT_EXTRAS) that are on."""
+        config = getattr(self.agent, "config", None)
+        return [key for key in AGENT_EXTRAS if getattr(config, key, False) is True]
 
     @property
     def implicit(self) -> bool:

@@ -40,12 +40,14 @@ class ToolStats:
     reset_failures: int = 0
     first_error: str | None = None
     hung: dict[str, int] = field(default_factory=dict)  # timed-out calls per tool name (the doctor reads it)
+    calls_by_tool: dict[str, int] = field(default_factory=dict)  # an agent's Finish and Thought among them
     _running: dict[str, list[threading.Thread]] = field(default_factory=dict, repr=False)  # hung, still alive
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def called(self) -> None:
+    def called(self, name: str) -> None:
         with self._lock:
             self.calls += 1
+            self.calls_by_tool[name] = self.calls_by_tool.get(name, 0) + 1
 
     def failed(self, message: str, kind: str | None = None) -> ToolFailure:
         with self._lock:
@@ -79,7 +81,7 @@ class ToolStats:
             self.first_error = self.first_error or message
 
     def summary(self) -> dict[str, Any]:
-        return {"calls": self.calls, "failures": self.failures, "timeouts": self.timeouts,
+        return {"calls": self.calls, "calls_by_tool": dict(sorted(self.calls_by_tool.items())), "failures": self.failures, "timeouts": self.timeouts,
                 "junk_results": self.junk_results, "refused": self.refused, "reset_failures": self.reset_failures,
                 "hung_by_tool": dict(self.hung), "tool_timeout_s": self.timeout, "first_error": self.first_error}
 
@@ -147,7 +149,7 @@ def guard(fn: Callable[..., Any], stats: ToolStats) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> str:
-        stats.called()
+        stats.called(name)
         running = stats.still_running(name)
         if running >= MAX_HUNG_CALLS:  # a thread per call would pile up without bound
             raise stats.failed(f"{name}: hung {stats.hung[name]} times, {running} calls still running past "
@@ -180,7 +182,7 @@ def _guard_async(fn: Callable[..., Any], stats: ToolStats) -> Callable[..., Any]
 
     @functools.wraps(fn)
     async def guarded(*args: Any, **kwargs: Any) -> str:
-        stats.called()
+        stats.called(name)
         try:
             status, value = await asyncio.wait_for(contained(*args, **kwargs), stats.timeout)
         except asyncio.TimeoutError:
@@ -246,5 +248,5 @@ def _guard_method(fn: Callable[..., Any], stats: ToolStats) -> Callable[..., Any
 
 def _refuse_after_failed_reset(environment: Any, name: str, stats: ToolStats) -> None:
     if failure := reset_failure(environment):
-        stats.called()
+        stats.called(name)
         raise stats.failed(f"{name}: {failure}")

@@ -26,6 +26,14 @@ class Trajectory:
     failed_calls: int  # ... whose result was an error (raised, hung, junk, unknown tool, bad arguments)
     malformed_calls: int  # "<tool_call>" text TRL could not parse into a call
     turns_exhausted: bool  # ended on a call with no answer after it (max_tool_turns or the length budget)
+    tool_turns: int = 0  # assistant turns that made calls: max_tool_turns + 1 when the turns ran out
+
+    def stopped_by(self, max_tool_turns: int) -> str | None:
+        """Why a rollout that ended on a call stopped there: "turns" (its last call came after max_tool_turns rounds),
+        "budget" (TRL drops a round whose tool result would not fit in max_new_tokens), None if it answered."""
+        if not self.turns_exhausted:
+            return None
+        return "turns" if self.tool_turns > max_tool_turns else "budget"
 
     def stats(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "final_text"}
@@ -53,6 +61,7 @@ def read_trajectory(completion: Any) -> Trajectory:
         failed_calls=sum(bool(messages[i].get("failed", _is_error(messages[i].get("content")))) for i in tool_results),
         malformed_calls=sum(str(m.get("content") or "").count(TOOL_CALL_OPEN) for m in assistant),
         turns_exhausted=bool(assistant) and bool(assistant[-1].get("tool_calls")),
+        tool_turns=sum(bool(m.get("tool_calls")) for m in assistant),
     )
 
 

@@ -63,6 +63,7 @@ class Doctor:
         fmt = logs.get("format")
         calls, fails = logs.get("tools/call_frequency"), logs.get("tools/failure_frequency")  # tool runs only
         exhausted = logs.get("tools/turns_exhausted")
+        out_of_budget = logs.get("tools/budget_exhausted")
         if reward is not None:
             self._rewards.append(reward)
             self._best_reward = max(self._best_reward, reward)
@@ -112,8 +113,12 @@ class Doctor:
                      "well-formed calls, or add tool_reward.failed_call_penalty"),
             ("turns_exhausted", exhausted is not None and exhausted > t.turns_exhausted_rate, t.patience,
              lambda: f"{exhausted:.0%} of rollouts ran out of tool turns (calling without answering): raise "
-                     "max_tool_turns or max_new_tokens if the task needs more calls, else lower temperature or "
-                     "add tool_reward.failed_call_penalty"),
+                     "max_tool_turns (with an agent, its max_steps) if the task needs more calls, else lower "
+                     "temperature or add tool_reward.failed_call_penalty"),
+            ("budget_exhausted", out_of_budget is not None and out_of_budget > t.turns_exhausted_rate, t.patience,
+             lambda: f"{out_of_budget:.0%} of rollouts stopped on a call whose result no longer fitted in "
+                     f"max_new_tokens ({self.max_new_tokens}), the budget of the whole chain (every call, every tool "
+                     "result and the answer): raise max_new_tokens"),
             ("tool_never_called", calls is not None and calls == 0 and self._flat(), 1,
              lambda: f"no tool call in {t.flat_window} logs while reward stays flat at {reward:.3g}: the model "
                      "does not use its tools; SFT first on transcripts that call them (algorithm sft with tools), "

@@ -76,20 +76,38 @@ def with_tool_column(data: Any, cfg: Any, spec: Any = None) -> Any:
 
 
 def check_transcript_calls(cfg: Any, rows: Any, spec: Any = None) -> None:
-    """SFT with tools, before the model loads: every call in the transcripts names one of the run's tools (a
-    misspelt name would teach the model a call that always fails)."""
+    """SFT with tools, before the model loads: every call in the transcripts names one of the run's tools, with
+    arguments that tool takes and every one it requires (a misspelt name or argument would teach the model a call
+    that always fails)."""
     if (cfg.algorithm != "sft" or cfg.environment is not None or not uses_tools(cfg)
             or "completion" not in rows.column_names):
         return
-    known = {(schema.get("function") or schema).get("name") for schema in tool_schemas(cfg, spec)}
+    functions = [schema.get("function") or schema for schema in tool_schemas(cfg, spec)]
+    parameters = {f.get("name"): f.get("parameters") or {} for f in functions}
     for index, completion in enumerate(rows["completion"], start=1):
         for message in completion if isinstance(completion, list) else []:
             for call in message.get("tool_calls") or []:
-                name, _ = called(call)
-                if name not in known:
+                name, arguments = called(call)
+                if name not in parameters:
                     raise ConfigError(f"`dataset`: row {index}'s transcript calls {name!r}, which is not one of the "
-                                      f"run's tools ({', '.join(sorted(map(str, known)))}); correct the name in the "
-                                      "transcript, or give that tool")
+                                      f"run's tools ({', '.join(sorted(map(str, parameters)))}); correct the name in "
+                                      "the transcript, or give that tool")
+                if problem := _arguments_problem(arguments, parameters[name]):
+                    raise ConfigError(f"`dataset`: row {index}'s transcript calls {name!r} {problem}; write the "
+                                      "call with the tool's own parameters")
+
+
+def _arguments_problem(arguments: dict[str, Any] | None, schema: dict[str, Any]) -> str | None:
+    """What is wrong with a call's arguments against its tool's JSON schema: not an object, a parameter the tool
+    lacks, or a required one left out; None when they fit."""
+    if arguments is None:
+        return "with arguments that are not a JSON object"
+    known = set(schema.get("properties") or {})
+    if unknown := sorted(set(arguments) - known):
+        return f"with {', '.join(map(repr, unknown))}, which it does not take (it takes: {', '.join(sorted(known)) or 'nothing'})"
+    if missing := sorted(set(schema.get("required") or []) - set(arguments)):
+        return f"without {', '.join(map(repr, missing))}, which it requires"
+    return None
 
 
 def trajectory_reward(cfg: Any, spec: Any = None) -> Callable[..., list[float | None]]:
@@ -146,6 +164,7 @@ def tool_results(trainer: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
         "call_rate": last.get("tools/call_rate"),
         "calls_per_rollout": last.get("tools/call_frequency"),
         "turns_exhausted_rate": last.get("tools/turns_exhausted"),
+        "budget_exhausted_rate": last.get("tools/budget_exhausted"),
         "rollouts": rollout_path(trainer),
     }
 

@@ -32,7 +32,7 @@ from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.rewards.correctness import is_correct
-from hello_agents_rl.rollouts.agent_spec import agent_spec
+from hello_agents_rl.rollouts.agent_spec import AGENT_EXTRAS, agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
@@ -55,8 +55,6 @@ INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on P
 SYSTEM_PROMPT = "Multiply with the calculator. End with 'Final Answer: <number>'."
 REACT_SYSTEM_PROMPT = "Answer with the tools, one call at a time. End by calling Finish with the number."
 # the agent keeps only its calculator: hello-agents 1.0.0's default Config adds four more tools and writes files
-AGENT_EXTRAS_OFF = ("trace_enabled", "skills_enabled", "subagent_enabled", "todowrite_enabled", "devlog_enabled",
-                    "session_enabled")
 
 
 # The tool demo's recipe (workflows/demo_tool_use.py), trained on the agent; measured with
@@ -124,8 +122,8 @@ def agent_tools(task: str, log: list[list[str]]) -> list[Any]:
 
 def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http://127.0.0.1:9/v1",
                model: str = "served", max_tokens: int | None = None, log: list[list[str]] | None = None,
-               max_tool_turns: int = 2) -> Any:
-    """The demo's agent, greedy: a SimpleAgent with the calculator (multiplication), or a ReActAgent with lookup and
+               max_tool_turns: int = 2, temperature: float = 0.0) -> Any:
+    """The demo's agent, greedy unless `temperature` says otherwise: a SimpleAgent with the calculator (multiplication), or a ReActAgent with lookup and
     calculator (lookups), each with a short system prompt (the tiny model's context is small). Its LLM is only
     called by agent.run; training reads the agent and never calls it."""
     from hello_agents import HelloAgentsLLM, ReActAgent, SimpleAgent, ToolRegistry
@@ -134,11 +132,12 @@ def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http
     registry = ToolRegistry()
     for tool in agent_tools(task, [] if log is None else log):
         registry.register_tool(tool)
-    extras_off = {k: False for k in AGENT_EXTRAS_OFF if k in Config.model_fields}  # the fields of this version
+    extras_off = {k: False for k in AGENT_EXTRAS if k in Config.model_fields}  # the fields of this version
     config = Config(**extras_off, tool_output_dir=str(folder / "tool-output"))  # long tool outputs (none here)
     print(f"   the agent's Config: Config({', '.join(f'{k}=False' for k in extras_off)}): its own tools alone, "
           "no files written", flush=True)
-    llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=0, max_tokens=max_tokens)
+    llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=temperature,
+                          max_tokens=max_tokens)
     if task == "lookups":
         # 1.0.0 counts every model call a step (the Finish call too); 1.0.1 counts tool rounds
         limit = {"max_tool_iterations": max_tool_turns} if "max_tool_iterations" in inspect.signature(

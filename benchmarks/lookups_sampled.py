@@ -1,0 +1,72 @@
+"""How often a finished agent-lookups demo's models get a chain right when *sampled*, as GRPO's rollouts are.
+
+    python benchmarks/lookups_sampled.py outputs/agls/seed2 [--length 4] [--questions 16] [--samples 4]
+                                         [--temperature 0.7]
+
+The demo scores its models greedily, so a chain that GRPO's samples sometimes finish still counts as wrong. This
+serves the demo's SFT and GRPO models in turn and runs its ReActAgent `--samples` times, at GRPO's sampling
+temperature, on the first `--questions` held-out questions of one chain length: right / runs for each model. A
+chain length that SFT almost never samples right gives GRPO almost nothing to reinforce. Run it with a Python that
+has hello-agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from hello_agents_rl.data import lookups
+from hello_agents_rl.rewards.correctness import is_correct
+from hello_agents_rl.workflows.demo_agent import make_agent
+from hello_agents_rl.workflows.serve import running, served_model_id
+
+
+def sampled_right(model_path: Path, questions: list[dict], recipe: dict, samples: int, temperature: float,
+                  scratch: Path) -> tuple[int, int]:
+    right = runs = 0
+    with running(str(model_path)) as base_url:
+        model = served_model_id(base_url)
+        for row in questions:
+            for _ in range(samples):
+                with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each step
+                    agent = make_agent(scratch, "lookups", base_url, model, recipe["max_new_tokens"], [],
+                                       recipe["max_tool_turns"], temperature)
+                    try:
+                        answer = agent.run(row["question"])
+                    except Exception:  # noqa: BLE001 - a run that fails is a wrong answer, as in the demo
+                        answer = ""
+                right += is_correct(answer, row["ground_truth"])
+                runs += 1
+    return right, runs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("demo", type=Path, help="a finished `demo --task agent-lookups` folder")
+    parser.add_argument("--length", type=int, default=4, help="chain length of the questions (2, 3 or 4)")
+    parser.add_argument("--questions", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=4, help="agent runs per question")
+    parser.add_argument("--temperature", type=float, default=None, help="default: the recipe's GRPO temperature")
+    args = parser.parse_args()
+    results = json.loads((args.demo / "results.json").read_text())
+    if results.get("task") != "agent-lookups":
+        parser.error(f"{args.demo} is not a finished agent-lookups demo (its results.json task: {results.get('task')})")
+    recipe = results["recipe"]
+    temperature = recipe["temperature"] if args.temperature is None else args.temperature
+    held_out = lookups.make_dataset("test", None, 0, recipe["task_config"]).select(range(recipe["eval_questions"]))
+    questions = [row for row in held_out
+                 if len(lookups.chain_of(row["question"]).calls) == args.length][:args.questions]
+    print(f"{args.demo}: {len(questions)} held-out {args.length}-call questions x {args.samples} agent runs at "
+          f"temperature {temperature:g}", flush=True)
+    for phase in ("sft", "grpo"):
+        right, runs = sampled_right(args.demo / phase / "model", questions, recipe, args.samples, temperature,
+                                    args.demo / phase)
+        print(f"{phase}: {right}/{runs} right ({right / max(runs, 1):.1%})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
