@@ -17,8 +17,8 @@ class Clock:
 
     def lap(self, name: str) -> None:
         now, cpu_now = time.time(), time.process_time()
-        self.laps[name] = round(now - self.last, 1)
-        self.cpu_laps[name] = round(cpu_now - self.cpu_last, 1)
+        self.laps[name] = round(now - self.last, 2)
+        self.cpu_laps[name] = round(cpu_now - self.cpu_last, 2)  # as a run's train_cpu_s: rounding keeps their order
         self.last, self.cpu_last = now, cpu_now
 
     def total(self) -> float:
