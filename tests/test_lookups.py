@@ -115,7 +115,7 @@ def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path
     from hello_agents_rl.workflows import demo_tool_use
 
     recipe = replace(demo_tool_use.LOOKUPS, sft_steps=10, sft_batch_size=4, grpo_steps=2, grpo_batch_size=2,
-                     num_generations=2, eval_questions=6, max_new_tokens=64, logging_steps=1)
+                     num_generations=2, eval_questions=6, logging_steps=1)
     results = demo_tool_use.run_demo(tmp_path / "demo", seed=0, recipe=recipe)
     assert results["task"] == "lookups"
     for key in ("sft", "grpo"):

@@ -85,6 +85,40 @@ def check_sft_lengths(cfg: TrainConfig, tokenizer: Any, rows: Any) -> None:
         )
 
 
+def check_chain_budget(cfg: TrainConfig, tokenizer: Any, rows: Any) -> str | None:
+    """GRPO with tools on rows that carry a transcript (`completion`): max_new_tokens is the whole chain's budget
+    (every call, every tool result and the answer). Shorter than every transcript, no rollout like them can finish
+    and every reward is 0: refused. Shorter than some: the warning returned."""
+    from hello_agents_rl.trainers.tool_run import uses_tools
+
+    if cfg.algorithm != "grpo" or not uses_tools(cfg) or "completion" not in rows.column_names:
+        return None
+    lengths = []
+    for row in rows.select(range(min(len(rows), 64))):
+        completion = row["completion"]
+        if not isinstance(completion, list) or not any(m.get("tool_calls") for m in completion):
+            continue  # a bare answer: no chain to measure
+        try:
+            head = render_prompt(tokenizer, row["prompt"], cfg.enable_thinking)
+            whole = tokenizer.apply_chat_template(row["prompt"] + completion, tokenize=False,
+                                                  enable_thinking=cfg.enable_thinking)
+        except Exception:  # noqa: BLE001 - a template that cannot render a transcript: no estimate, no refusal
+            return None
+        count = len(tokenizer(whole, add_special_tokens=False)["input_ids"])
+        lengths.append(count - len(tokenizer(head, add_special_tokens=False)["input_ids"]))
+    if not lengths or cfg.max_new_tokens >= max(lengths):
+        return None
+    span = f"{min(lengths)}-{max(lengths)} tokens with this model's chat template, tool results included"
+    if cfg.max_new_tokens < min(lengths):
+        raise ConfigError(f"`max_new_tokens`: {cfg.max_new_tokens} tokens is the budget of a whole chain (every call, "
+                          f"every tool result and the answer), and every transcript in the dataset is longer ({span}): "
+                          f"no rollout like them can finish, so every reward would be 0; raise max_new_tokens to "
+                          f"{max(lengths)} or more")
+    longer = sum(n > cfg.max_new_tokens for n in lengths) / len(lengths)
+    return (f"{longer:.0%} of the dataset's transcripts are longer than max_new_tokens ({cfg.max_new_tokens}; they "
+            f"take {span}): rollouts like them stop on a call, unanswered; raise max_new_tokens to {max(lengths)}")
+
+
 def check_lora_targets(cfg: TrainConfig, model: Any) -> None:
     """PEFT's "target modules not found" names no alternative: list the model's linear layers instead."""
     import torch

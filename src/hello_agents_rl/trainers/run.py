@@ -42,6 +42,7 @@ from hello_agents_rl.trainers.build import build_trainer, training_arguments
 from hello_agents_rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
 from hello_agents_rl.trainers.doctor import Doctor
 from hello_agents_rl.trainers.preflight import (
+    check_chain_budget,
     check_fast_switches,
     check_lora_targets,
     check_schedule,
@@ -126,6 +127,8 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
     check_sft_lengths(cfg, tokenizer, train_data)
+    if short := check_chain_budget(cfg, tokenizer, train_data):
+        print(f"[warning] {short}", flush=True)
     if cfg.use_vllm and cfg.vllm_max_model_length is None:  # else vLLM reserves the model's whole context
         cfg = cfg.model_copy(update={"vllm_max_model_length": vllm_context_length(cfg, tokenizer, train_data)})
     bf16 = dtype == torch.bfloat16
