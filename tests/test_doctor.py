@@ -167,3 +167,18 @@ def test_identical_rewards_name_dynamic_sampling(mode: str, remedy: str) -> None
         doctor.observe(step, {**logs, "frac_reward_zero_std": 1.0})
     (finding,) = [f for f in doctor.findings if "identical rewards" in f]
     assert remedy in finding
+
+
+def test_an_sft_run_that_learnt_nothing_says_so_and_one_that_learnt_stays_silent(tiny_model: str, tmp_path) -> None:
+    from hello_agents_rl.config import Thresholds
+    from hello_agents_rl.interfaces.tool import RLTrainingTool
+    from hello_agents_rl.trainers.doctor import sft_learnt_nothing
+
+    assert sft_learnt_nothing(0.45, 395, Thresholds()) is None  # a model that copies part of its examples
+    # one SFT step with LoRA from random weights: the loss is still a uniform guess's, ln(vocabulary)
+    result = RLTrainingTool().run({"action": "train", "algorithm": "sft", "model_name": tiny_model, "max_steps": 1,
+                                   "batch_size": 2, "max_samples": 4, "dataset": "multiplication", "output_dir": str(tmp_path / "run"),
+                                   "report_to": "none"})
+    assert result["status"] == "completed"
+    (finding,) = [d for d in result["diagnostics"] if d.startswith("SFT's final loss")]
+    assert "learnt next to nothing" in finding and "use_lora: false" in finding

@@ -25,6 +25,7 @@ class Thresholds:
     tool_failure_rate: float = 0.3  # tools: above this share of failed calls for `patience` logs
     turns_exhausted_rate: float = 0.3  # tools: above this share of rollouts ending on an unanswered call (turns or budget)
     tool_hung_calls: int = 3  # tools: calls of one tool that timed out (tool_timeout) before it is reported
+    sft_chance_share: float = 0.5  # SFT: a final loss above this share of a uniform guess's (ln vocabulary) learnt nothing
 
 
 def thresholds_problem(overrides: dict[str, int | float]) -> str | None:

@@ -183,3 +183,15 @@ class Doctor:
 
 def _number(value: object, default: float) -> float:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else default
+
+
+def sft_learnt_nothing(final_loss: float, vocab_size: int, thresholds: Thresholds) -> str | None:
+    """After SFT: a final loss still near a uniform guess over the vocabulary (ln V nats a token) is a model that learnt
+    next to nothing of its examples; a run that "completed" so says why GRPO will then earn no reward."""
+    chance = math.log(max(vocab_size, 2))
+    if not math.isfinite(final_loss) or final_loss < thresholds.sft_chance_share * chance:
+        return None
+    return (f"SFT's final loss {final_loss:.3g} is still near a uniform guess over the {vocab_size}-token vocabulary "
+            f"({chance:.3g}): the model learnt next to nothing of its examples; train longer (max_steps, num_epochs) "
+            "or at a higher learning_rate (a model built from random weights, such as the tiny model, learns with "
+            "use_lora: false and a rate near 3e-3)")

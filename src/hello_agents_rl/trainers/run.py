@@ -40,7 +40,7 @@ from hello_agents_rl.trainers import agent_run, tool_run
 from hello_agents_rl.trainers.args import report_targets, vllm_context_length
 from hello_agents_rl.trainers.build import build_trainer, training_arguments
 from hello_agents_rl.trainers.callbacks import CompletionLogger, ConsoleProgress, RunMonitor
-from hello_agents_rl.trainers.doctor import Doctor
+from hello_agents_rl.trainers.doctor import Doctor, sft_learnt_nothing
 from hello_agents_rl.trainers.preflight import (
     check_chain_budget,
     check_fast_switches,
@@ -175,6 +175,10 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     result["prompt"] = {**prompt, "source": prompt_source}
     if changed:
         result["diagnostics"].append(changed)
+    if cfg.algorithm == "sft" and status == "completed" and (
+            nothing := sft_learnt_nothing(result["final_loss"], len(tokenizer), thresholds)):
+        print(f"[doctor] {nothing}", flush=True)
+        result["diagnostics"].append(nothing)
     if broken:
         result["error"] = broken
         print(f"[stopped] {broken}", flush=True)
