@@ -20,7 +20,8 @@ from pathlib import Path
 
 from hello_agents_rl.data import lookups
 from hello_agents_rl.rewards.correctness import is_correct
-from hello_agents_rl.workflows.demo_agent import make_agent
+from hello_agents_rl.workflows.demo_agent import held_out_rows, make_agent
+from hello_agents_rl.workflows.demo_tool_use import Recipe
 from hello_agents_rl.workflows.serve import running, served_model_id
 
 
@@ -56,9 +57,9 @@ def main() -> int:
         parser.error(f"{args.demo} is not a finished agent-lookups demo (its results.json task: {results.get('task')})")
     recipe = results["recipe"]
     temperature = recipe["temperature"] if args.temperature is None else args.temperature
-    held_out = lookups.make_dataset("test", None, 0, recipe["task_config"]).select(range(recipe["eval_questions"]))
-    questions = [row for row in held_out
-                 if len(lookups.chain_of(row["question"]).calls) == args.length][:args.questions]
+    held_out = held_out_rows(Recipe(**recipe))  # the questions the demo scored
+    questions = [row for row in held_out if len(getattr(lookups.chain_of(row["question"]), "calls", ())) == args.length]
+    questions = questions[:args.questions]
     print(f"{args.demo}: {len(questions)} held-out {args.length}-call questions x {args.samples} agent runs at "
           f"temperature {temperature:g}", flush=True)
     for phase in ("sft", "grpo"):

@@ -286,3 +286,9 @@ def test_an_agent_whose_config_adds_hello_agents_own_tools_is_named_before_train
     assert agent_spec(agent).extras_on == []  # no Config: nothing added
     agent.config = type("Config", (), {"skills_enabled": True, "todowrite_enabled": True, "trace_enabled": False})()
     assert agent_spec(agent).extras_on == ["skills_enabled", "todowrite_enabled"]
+    agent.config.session_enabled = True
+    warning = agent_spec(agent).extras_warning()
+    assert "skills_enabled, todowrite_enabled register hello-agents' own tools beside yours" in warning
+    assert "session_enabled write files" in warning
+    assert warning.endswith("Config(skills_enabled=False, todowrite_enabled=False, session_enabled=False) keeps your "
+                            "tools alone")

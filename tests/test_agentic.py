@@ -391,8 +391,10 @@ def test_doctor_tool_rules_fire_with_their_remedy_and_stay_silent_when_healthy()
     assert len(failing) == 1 and "60% of tool calls failed" in failing[0] and "failed_call_penalty" in failing[0]
     looping = _doctor([{**e, "tools/turns_exhausted": 0.5} for e in _tool_logs()])
     assert len(looping) == 1 and "ran out of tool turns" in looping[0] and "max_tool_turns" in looping[0]
-    short = _doctor([{**e, "tools/budget_exhausted": 0.5} for e in _tool_logs()])
-    assert len(short) == 1 and "raise max_new_tokens" in short[0] and "max_tool_turns" not in short[0]
+    # ended on a call because max_new_tokens ran out, not the turns: the remedy is the budget
+    short = _doctor([{**e, "tools/turns_exhausted": 0.5, "tools/budget_exhausted": 0.4} for e in _tool_logs()])
+    assert len(short) == 1 and "40% because its result no longer fitted" in short[0]
+    assert "raise max_new_tokens" in short[0] and "max_tool_turns" not in short[0]
     never = _doctor([{**e, "reward": 0.1, "tools/call_frequency": 0.0, "tools/call_rate": 0.0} for e in _tool_logs()])
     assert any("no tool call" in f and "call_bonus" in f for f in never)
 

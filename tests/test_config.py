@@ -138,9 +138,11 @@ def test_each_key_reaches_the_field_trl_peft_and_transformers_call_it() -> None:
                                           "`clip_range_high`?"]),
     ({"per_device_train_batch_size": 2, "max_completion_length": 64, "bogus": 1},
      ["did you mean `batch_size`?", "did you mean `max_new_tokens`?", "`bogus`: unknown parameter"]),
-    ({"step_bonus": 0.2, "call_bonus": 0.1},  # a reward's own parameter at the top level: where it goes
-     ['`step_bonus`: unknown parameter for action \'train\'; it is a parameter of `reward_config`: write '
-      '{"reward_config": {"step_bonus": 0.2}}', 'write {"tool_reward": {"call_bonus": 0.1}}']),
+    ({"step_bonus": 0.2, "call_bonus": 0.1, "target_length": 80},  # a reward's own parameter at the top level
+     ['`step_bonus`: unknown parameter for action \'train\'; it is the `step` reward\'s parameter: write '
+      '{"reward_config": {"step_bonus": 0.2}} (read with reward_type step, or in a combined reward\'s step component)',
+      'write {"tool_reward": {"call_bonus": 0.1}}',
+      '`target_length`: unknown parameter for action \'train\'; it is the `length_penalty` reward\'s parameter']),
 ])
 def test_trls_names_get_ours_and_every_unknown_key_is_named_at_once(params: dict, said: list[str]) -> None:
     with pytest.raises(ConfigError) as refused:

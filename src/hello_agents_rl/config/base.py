@@ -127,13 +127,16 @@ def suggestion(key: str, known: list[str]) -> str:
 
 
 def section_hint(key: str, value: Any, known: list[str]) -> str:
-    """'; it belongs in `reward_config`...': a reward or tool-shaping parameter given at the top level."""
+    """'; it is the `step` reward's parameter...': a reward or tool-shaping parameter given at the top level."""
     from hello_agents_rl.config.checks import nested_key_home  # the reward layer knows its own parameters
 
     home = nested_key_home(key)
-    if home is None or home not in known:
+    if home is None or home[0] not in known:
         return ""
-    return f"; it is a parameter of `{home}`: write {json.dumps({home: {key: value}}, default=str)}"
+    section, term = home
+    where = ("" if section == "tool_reward" else
+             f" (read with reward_type {term}, or in a combined reward's {term} component)")
+    return f"; it is the `{term}` reward's parameter: write {json.dumps({section: {key: value}}, default=str)}{where}"
 
 
 def validate(model: type[BaseModel], params: dict[str, Any]) -> Any:
@@ -143,7 +146,7 @@ def validate(model: type[BaseModel], params: dict[str, Any]) -> Any:
     unknown = [key for key in params if key not in known]
     if unknown:
         each = "; ".join(f"`{key}`: unknown parameter for action {action!r}"
-                         f"{suggestion(key, known) or section_hint(key, params[key], known)}" for key in unknown)
+                         f"{section_hint(key, params[key], known) or suggestion(key, known)}" for key in unknown)
         raise ConfigError(f"{each} (run `hello-agents-rl {action} --help` for the list)")
     for key, value in params.items():  # NaN slips through pydantic's gt/ge checks
         if isinstance(value, float) and not math.isfinite(value):

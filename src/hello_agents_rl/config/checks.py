@@ -13,15 +13,14 @@ def check_reward(reward_type: Any, reward_config: dict[str, Any]) -> None:
     build_reward(reward_type, reward_config)
 
 
-def nested_key_home(key: str) -> str | None:
-    """The section an unknown top-level key belongs in, where it is a reward or tool-shaping parameter."""
+def nested_key_home(key: str) -> tuple[str, str] | None:
+    """(section, reward term) of an unknown top-level key that is a reward or tool-shaping parameter, else None."""
     from hello_agents_rl.rewards.terms import TERMS, TOOL_REWARD_KEYS
 
     if key in TOOL_REWARD_KEYS:
-        return "tool_reward"
-    if any(key in term.params or key == term.weight_key for term in TERMS.values()):
-        return "reward_config"
-    return None
+        return "tool_reward", key
+    term = next((name for name, term in TERMS.items() if key in term.params or key == term.weight_key), None)
+    return ("reward_config", term) if term else None
 
 
 def check_tools(tools: list[Any], environment: Any, algorithm: str | None = None, tool_reward: dict | None = None,

@@ -114,9 +114,12 @@ def agent_without_its_tools(cfg: EvaluateConfig) -> str | None:
     agent = (recorded_prompt(cfg.model_path) or {}).get("agent")
     if not agent or uses_tools(cfg):
         return None
+    own = [name for name in agent["tools"] if name not in ("Thought", agent.get("finish_tool"))]
+    other_way = ("" if agent.get("finish_tool") else  # evaluate's loop reads no Finish call as the answer
+                 ", or give `tools` of the same names")
     return (f"{cfg.model_path} was trained as a {agent['class'].rsplit('.', 1)[-1]} with the tools "
-            f"{', '.join(agent['tools'])}; evaluated without them, its score is not the agent's. Score the agent "
-            "with `hello-agents-rl serve` of the model and agent.run(question), or give `tools` of the same names")
+            f"{', '.join(own)}; evaluated without them, its score is not the agent's. Score the agent with "
+            f"`hello-agents-rl serve` of the model and agent.run(question){other_way}")
 
 
 def write_details(path: str | Path, details: list[dict[str, Any]]) -> None:

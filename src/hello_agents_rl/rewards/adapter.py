@@ -34,8 +34,8 @@ def to_trl_reward(reward: Reward, failure_reward: float | None = None) -> Callab
     A completion whose scoring raises or returns None/NaN/inf gets ``failure_reward``;
     ``adapter.failures`` counts them and ``adapter.first_failure`` keeps the first traceback. Logs the
     format rate per step and, in a tool run, the share of rollouts that called a tool (`tools/call_rate`),
-    that ended on a call because the turns ran out (`tools/turns_exhausted`) or max_new_tokens did
-    (`tools/budget_exhausted`), and that were malformed (`tools/malformed_rate`).
+    that ended on a call, unanswered (`tools/turns_exhausted`; `tools/budget_exhausted`: of them, those
+    max_new_tokens stopped, not the turn limit), and that were malformed (`tools/malformed_rate`).
     """
 
     def adapter(prompts: Any = None, completions: Any = None, completion_ids: Any = None,
@@ -64,9 +64,9 @@ def to_trl_reward(reward: Reward, failure_reward: float | None = None) -> Callab
             if reward.max_tool_turns is not None:
                 trajectories = [read_trajectory(c) for c in completions]
                 log_metric("tools/call_rate", sum(t.calls > 0 for t in trajectories) / n)
-                stops = [t.stopped_by(reward.max_tool_turns) for t in trajectories]
-                log_metric("tools/turns_exhausted", stops.count("turns") / n)
-                log_metric("tools/budget_exhausted", stops.count("budget") / n)
+                log_metric("tools/turns_exhausted", sum(t.turns_exhausted for t in trajectories) / n)
+                log_metric("tools/budget_exhausted",  # of those, the ones max_new_tokens stopped, not the turn limit
+                           sum(t.stopped_by(reward.max_tool_turns) == "budget" for t in trajectories) / n)
                 log_metric("tools/malformed_rate", sum(t.malformed_calls > 0 for t in trajectories) / n)
         return scores
 

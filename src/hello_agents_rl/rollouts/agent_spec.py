@@ -99,10 +99,11 @@ class AgentTool(dict):
         return AgentTool(dict(self), call)
 
 
-# hello-agents Config switches that add tools of its own (Skill, Task, TodoWrite, DevLog...) beside the agent's,
-# or write files (memory, skills, traces); off, the agent sends its own tools alone
-AGENT_EXTRAS = ("trace_enabled", "skills_enabled", "subagent_enabled", "todowrite_enabled", "devlog_enabled",
-                "session_enabled")
+# hello-agents Config switches that register tools of its own (Skill, Task, TodoWrite, DevLog) in the agent's
+# registry, and those that write files as it runs (traces, sessions); all off, the agent is its own tools alone
+AGENT_EXTRA_TOOLS = ("skills_enabled", "subagent_enabled", "todowrite_enabled", "devlog_enabled")
+AGENT_FILE_WRITERS = ("trace_enabled", "session_enabled")
+AGENT_EXTRAS = AGENT_EXTRA_TOOLS + AGENT_FILE_WRITERS
 
 
 @dataclass
@@ -127,6 +128,17 @@ class AgentSpec:
         """The agent's Config switches (AGENT_EXTRAS) that are on."""
         config = getattr(self.agent, "config", None)
         return [key for key in AGENT_EXTRAS if getattr(config, key, False) is True]
+
+    def extras_warning(self) -> str | None:
+        """What the switches that are on do to training, and the Config that turns them off."""
+        on = self.extras_on
+        if not on:
+            return None
+        tools, files = [k for k in on if k in AGENT_EXTRA_TOOLS], [k for k in on if k in AGENT_FILE_WRITERS]
+        effects = ([f"{', '.join(tools)} register hello-agents' own tools beside yours, and training teaches them "
+                    "too"] if tools else []) + ([f"{', '.join(files)} write files as the agent runs"] if files else [])
+        return (f"the agent's Config has {'; '.join(effects)}; Config({', '.join(f'{k}=False' for k in on)}) keeps "
+                "your tools alone")
 
     @property
     def implicit(self) -> bool:
@@ -281,8 +293,7 @@ def implicit_agent(tools: list[Any]) -> Any:
 
     registries = [t for t in tools if is_registry(t)]
     registry = registries[0] if len(registries) == 1 and len(tools) == 1 else _registry_of(tools)
-    off = {name: False for name in ("trace_enabled", "skills_enabled", "subagent_enabled", "todowrite_enabled",
-                                    "devlog_enabled", "session_enabled") if name in Config.model_fields}
+    off = {name: False for name in AGENT_EXTRAS if name in Config.model_fields}
     llm = HelloAgentsLLM(model="training", api_key="unused", base_url="http://127.0.0.1:9/v1")  # never called
     return SimpleAgent(name=IMPLICIT, llm=llm, config=Config(**off), tool_registry=registry)
 

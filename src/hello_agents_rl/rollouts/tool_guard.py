@@ -81,7 +81,8 @@ class ToolStats:
             self.first_error = self.first_error or message
 
     def summary(self) -> dict[str, Any]:
-        return {"calls": self.calls, "calls_by_tool": dict(sorted(self.calls_by_tool.items())), "failures": self.failures, "timeouts": self.timeouts,
+        return {"calls": self.calls, "calls_by_tool": dict(sorted(self.calls_by_tool.items())),
+                "failures": self.failures, "timeouts": self.timeouts,
                 "junk_results": self.junk_results, "refused": self.refused, "reset_failures": self.reset_failures,
                 "hung_by_tool": dict(self.hung), "tool_timeout_s": self.timeout, "first_error": self.first_error}
 

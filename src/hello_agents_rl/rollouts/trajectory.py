@@ -30,7 +30,8 @@ class Trajectory:
 
     def stopped_by(self, max_tool_turns: int) -> str | None:
         """Why a rollout that ended on a call stopped there: "turns" (its last call came after max_tool_turns rounds),
-        "budget" (TRL drops a round whose tool result would not fit in max_new_tokens), None if it answered."""
+        "budget" (TRL drops a round whose tool result would not fit in max_new_tokens, or in the model's context
+        length), None if it answered."""
         if not self.turns_exhausted:
             return None
         return "turns" if self.tool_turns > max_tool_turns else "budget"

@@ -112,13 +112,7 @@ class Doctor:
                      "read result['tools']['first_error'] and completions.jsonl, SFT on transcripts with "
                      "well-formed calls, or add tool_reward.failed_call_penalty"),
             ("turns_exhausted", exhausted is not None and exhausted > t.turns_exhausted_rate, t.patience,
-             lambda: f"{exhausted:.0%} of rollouts ran out of tool turns (calling without answering): raise "
-                     "max_tool_turns (with an agent, its max_steps) if the task needs more calls, else lower "
-                     "temperature or add tool_reward.failed_call_penalty"),
-            ("budget_exhausted", out_of_budget is not None and out_of_budget > t.turns_exhausted_rate, t.patience,
-             lambda: f"{out_of_budget:.0%} of rollouts stopped on a call whose result no longer fitted in "
-                     f"max_new_tokens ({self.max_new_tokens}), the budget of the whole chain (every call, every tool "
-                     "result and the answer): raise max_new_tokens"),
+             lambda: self._unanswered(exhausted or 0.0, out_of_budget or 0.0)),
             ("tool_never_called", calls is not None and calls == 0 and self._flat(), 1,
              lambda: f"no tool call in {t.flat_window} logs while reward stays flat at {reward:.3g}: the model "
                      "does not use its tools; SFT first on transcripts that call them (algorithm sft with tools), "
@@ -137,6 +131,17 @@ class Doctor:
             self._best_format = max(self._best_format, fmt)
         self.findings.extend(new)
         return new
+
+    def _unanswered(self, share: float, out_of_budget: float) -> str:
+        """Rollouts that ended on a call: the remedy for the larger of the two causes."""
+        if out_of_budget > share / 2:
+            return (f"{share:.0%} of rollouts ended on a call, unanswered, {out_of_budget:.0%} because its result no "
+                    f"longer fitted in max_new_tokens ({self.max_new_tokens}), the budget of the whole chain (every "
+                    "call, every tool result and the answer): raise max_new_tokens (past the model's context length, "
+                    "shorten the tool results instead)")
+        return (f"{share:.0%} of rollouts ran out of tool turns (calling without answering): raise max_tool_turns "
+                "(an agent's own limit: max_tool_iterations, or max_steps in hello-agents 1.0.0's ReActAgent) if the "
+                "task needs more calls, else lower temperature or add tool_reward.failed_call_penalty")
 
     def _hung_tools(self) -> list[tuple[str, bool, int, Callable[[], str]]]:
         """One rule per tool whose calls time out: a hang is no learning problem, so no lr/KL remedy."""

@@ -5,6 +5,7 @@ Each turns what would be a trainer traceback (or a silently useless run) into a 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from typing import Any
@@ -14,6 +15,7 @@ from hello_agents_rl.config import TrainConfig
 from hello_agents_rl.data.formatting import render_prompt
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.trainers.fast import switches
+from hello_agents_rl.trainers.tool_run import uses_tools
 
 WANDB_DEFAULT_URL = "https://api.wandb.ai"
 
@@ -87,36 +89,52 @@ def check_sft_lengths(cfg: TrainConfig, tokenizer: Any, rows: Any) -> None:
 
 def check_chain_budget(cfg: TrainConfig, tokenizer: Any, rows: Any) -> str | None:
     """GRPO with tools on rows that carry a transcript (`completion`): max_new_tokens is the whole chain's budget
-    (every call, every tool result and the answer). Shorter than every transcript, no rollout like them can finish
-    and every reward is 0: refused. Shorter than some: the warning returned."""
-    from hello_agents_rl.trainers.tool_run import uses_tools
-
+    (every call, every tool result and the answer). A warning, before the model loads, when transcripts are longer
+    than it (a model may answer in fewer tokens than its demonstrator, so it is not refused)."""
     if cfg.algorithm != "grpo" or not uses_tools(cfg) or "completion" not in rows.column_names:
         return None
+    sample = rows.select(range(min(len(rows), 64)))
     lengths = []
-    for row in rows.select(range(min(len(rows), 64))):
+    for row in sample:
         completion = row["completion"]
-        if not isinstance(completion, list) or not any(m.get("tool_calls") for m in completion):
+        if not isinstance(completion, list) or not all(isinstance(m, dict) for m in completion):
+            continue
+        if not any(m.get("tool_calls") for m in completion):
             continue  # a bare answer: no chain to measure
         try:
             head = render_prompt(tokenizer, row["prompt"], cfg.enable_thinking)
-            whole = tokenizer.apply_chat_template(row["prompt"] + completion, tokenize=False,
+            whole = tokenizer.apply_chat_template(row["prompt"] + [_as_sent(m) for m in completion], tokenize=False,
                                                   enable_thinking=cfg.enable_thinking)
-        except Exception:  # noqa: BLE001 - a template that cannot render a transcript: no estimate, no refusal
+        except Exception:  # noqa: BLE001 - a template that cannot render a transcript: no estimate
             return None
         count = len(tokenizer(whole, add_special_tokens=False)["input_ids"])
         lengths.append(count - len(tokenizer(head, add_special_tokens=False)["input_ids"]))
-    if not lengths or cfg.max_new_tokens >= max(lengths):
+    longer = [n for n in lengths if n > cfg.max_new_tokens]
+    if not longer:
         return None
-    span = f"{min(lengths)}-{max(lengths)} tokens with this model's chat template, tool results included"
-    if cfg.max_new_tokens < min(lengths):
-        raise ConfigError(f"`max_new_tokens`: {cfg.max_new_tokens} tokens is the budget of a whole chain (every call, "
-                          f"every tool result and the answer), and every transcript in the dataset is longer ({span}): "
-                          f"no rollout like them can finish, so every reward would be 0; raise max_new_tokens to "
-                          f"{max(lengths)} or more")
-    longer = sum(n > cfg.max_new_tokens for n in lengths) / len(lengths)
-    return (f"{longer:.0%} of the dataset's transcripts are longer than max_new_tokens ({cfg.max_new_tokens}; they "
-            f"take {span}): rollouts like them stop on a call, unanswered; raise max_new_tokens to {max(lengths)}")
+    which = "every one" if len(longer) == len(lengths) else f"{len(longer)} of {len(lengths)}"
+    return (f"max_new_tokens ({cfg.max_new_tokens}) is the budget of a whole chain (every call, every tool result and "
+            f"the answer), and {which} of the dataset's transcripts (the first {len(sample)} rows) take more "
+            f"({min(lengths)}-{max(lengths)} tokens with this model's chat template): rollouts like them stop on a "
+            f"call, unanswered, and earn no reward; raise max_new_tokens to {max(lengths)}")
+
+
+def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
+    """A transcript message as TRL's rollouts carry it: tool-call arguments as an object, not a JSON string (a
+    template's `tojson` would escape the string, and count more tokens than the model writes)."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    sent = []
+    for call in calls:
+        function = dict(call.get("function", call))
+        if isinstance(function.get("arguments"), str):
+            try:
+                function["arguments"] = json.loads(function["arguments"])
+            except ValueError:
+                pass  # rendered as written
+        sent.append({**call, "function": function} if "function" in call else function)
+    return {**message, "tool_calls": sent}
 
 
 def check_lora_targets(cfg: TrainConfig, model: Any) -> None:

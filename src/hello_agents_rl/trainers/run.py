@@ -116,10 +116,8 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     changed = agent_run.mismatch(recorded_prompt(cfg.model_name), prompt)
     if changed:
         print(f"[warning] {changed}", flush=True)  # before the model loads: a reward stuck at 0 has a named cause
-    if spec is not None and not spec.implicit and spec.extras_on:
-        print(f"[warning] the agent's Config has {', '.join(spec.extras_on)} on: hello-agents then sends tools of its "
-              "own beside yours, and training teaches them too; Config("
-              f"{', '.join(f'{key}=False' for key in spec.extras_on)}) keeps your tools alone", flush=True)
+    if spec is not None and not spec.implicit and (extras := spec.extras_warning()):
+        print(f"[warning] {extras}", flush=True)
     check_schedule(cfg, len(train_data), world_size())
     check_sft_targets(cfg, train_data)
     tool_run.check_transcript_calls(cfg, train_data, spec)

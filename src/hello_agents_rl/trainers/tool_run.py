@@ -99,13 +99,17 @@ def check_transcript_calls(cfg: Any, rows: Any, spec: Any = None) -> None:
 
 def _arguments_problem(arguments: dict[str, Any] | None, schema: dict[str, Any]) -> str | None:
     """What is wrong with a call's arguments against its tool's JSON schema: not an object, a parameter the tool
-    lacks, or a required one left out; None when they fit."""
+    lacks, or a required one left out; None when they fit. A key set to null is no argument: a datasets table gives
+    every call the keys of every other call, set to null."""
     if arguments is None:
         return "with arguments that are not a JSON object"
+    given = {key for key, value in arguments.items() if value is not None}
     known = set(schema.get("properties") or {})
-    if unknown := sorted(set(arguments) - known):
-        return f"with {', '.join(map(repr, unknown))}, which it does not take (it takes: {', '.join(sorted(known)) or 'nothing'})"
-    if missing := sorted(set(schema.get("required") or []) - set(arguments)):
+    unknown = sorted(given - known) if schema.get("additionalProperties") is not True else []
+    if unknown:
+        takes = ", ".join(sorted(known)) or "nothing"
+        return f"with {', '.join(map(repr, unknown))}, which it does not take (it takes: {takes})"
+    if missing := sorted(set(schema.get("required") or []) - given):
         return f"without {', '.join(map(repr, missing))}, which it requires"
     return None
 

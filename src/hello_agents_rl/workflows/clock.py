@@ -22,7 +22,7 @@ class Clock:
         self.last, self.cpu_last = now, cpu_now
 
     def total(self) -> float:
-        return round(time.time() - self.started, 1)
+        return round(time.time() - self.started, 2)
 
     def cpu_total(self) -> float:
-        return round(time.process_time() - self.cpu_started, 1)
+        return round(time.process_time() - self.cpu_started, 2)

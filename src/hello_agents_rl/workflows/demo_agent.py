@@ -54,7 +54,6 @@ from hello_agents_rl.workflows.serve import running, served_model_id
 INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on Python 3.10+, 1.0.1 on 3.12+
 SYSTEM_PROMPT = "Multiply with the calculator. End with 'Final Answer: <number>'."
 REACT_SYSTEM_PROMPT = "Answer with the tools, one call at a time. End by calling Finish with the number."
-# the agent keeps only its calculator: hello-agents 1.0.0's default Config adds four more tools and writes files
 
 
 # The tool demo's recipe (workflows/demo_tool_use.py), trained on the agent; measured with
@@ -132,6 +131,7 @@ def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http
     registry = ToolRegistry()
     for tool in agent_tools(task, [] if log is None else log):
         registry.register_tool(tool)
+    # its own tools alone: hello-agents 1.0.0's default Config adds four more tools and writes files
     extras_off = {k: False for k in AGENT_EXTRAS if k in Config.model_fields}  # the fields of this version
     config = Config(**extras_off, tool_output_dir=str(folder / "tool-output"))  # long tool outputs (none here)
     print(f"   the agent's Config: Config({', '.join(f'{k}=False' for k in extras_off)}): its own tools alone, "
