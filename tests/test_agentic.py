@@ -516,13 +516,14 @@ def test_the_same_keys_on_the_cli_and_in_yaml(tmp_path: Path) -> None:
     assert args.task == "tools"
 
 
-def test_tiny_tool_model_from_the_cli(tmp_path: Path) -> None:
+def test_tiny_tool_model_from_the_cli(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from transformers import AutoTokenizer
 
     from hello_agents_rl.interfaces.cli import run
     from hello_agents_rl.rollouts.template import template_problem
 
     assert run(["tiny-model", str(tmp_path / "tiny"), "--tools"]) == 0
+    assert capfd.readouterr().out == f"{tmp_path / 'tiny'}\n"  # the path alone, for $(...) in a shell script
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tiny")
     assert template_problem(tokenizer) is None  # what the ConfigError for other templates points to
 

@@ -55,7 +55,8 @@ def _tiny_tokenizer() -> Any:
         "step by step. End with 'Final Answer: <number>'.", "The answer is #### \\boxed{} how many more total",
     ] * 20
     trainer = trainers.BpeTrainer(
-        vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,  # its progress bars print blank lines to stdout, before the path a CLI prints
     )
     core.train_from_iterator(corpus, trainer=trainer)
     return PreTrainedTokenizerFast(

@@ -34,7 +34,7 @@ def tool_tokenizer(corpus: tuple[str, ...] = (), vocab_size: int = 400) -> Any:
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,  # no blank lines on stdout
     )
     core.train_from_iterator((_CORPUS + list(corpus)) * 20, trainer=trainer)
     core.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])  # kept when decoding
