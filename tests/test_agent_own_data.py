@@ -260,9 +260,10 @@ def test_a_chain_budget_shorter_than_the_transcripts_is_named_before_the_model_l
     params = {"action": "train", "algorithm": "grpo", "model_name": model, "tools": ["calculator"],
               "max_tool_turns": 3, "dataset": str(tmp_path / "mixed.jsonl"), "output_dir": str(tmp_path / "run"),
               "use_lora": False, "max_steps": 1, "batch_size": 2, "num_generations": 2, "report_to": "none"}
-    RLTrainingTool().run({**params, "max_new_tokens": 40})
+    result = RLTrainingTool().run({**params, "max_new_tokens": 40})
     out = capsys.readouterr().out
     warning = out[out.index("[warning] max_new_tokens (40)"):].splitlines()[0]
+    assert warning.removeprefix("[warning] ") in result["diagnostics"]  # and kept with the run
     assert "every one of the dataset's transcripts (the first 4 rows) take more" in warning
     assert out.index("[warning] max_new_tokens") < out.index("Step 1/1"), "said before training"
     RLTrainingTool().run({**params, "max_new_tokens": 90, "output_dir": str(tmp_path / "run2")})

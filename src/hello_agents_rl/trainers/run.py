@@ -113,11 +113,9 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
         train_data = agent_run.with_agent_prompts(train_data, spec)
     prompt = {"system_prompt": system_prompt_of(train_data), "enable_thinking": cfg.enable_thinking,
               **({"agent": agent_run.summary(spec)} if spec is not None else {})}
-    changed = agent_run.mismatch(recorded_prompt(cfg.model_name), prompt)
-    if changed:
-        print(f"[warning] {changed}", flush=True)  # before the model loads: a reward stuck at 0 has a named cause
-    if spec is not None and not spec.implicit and (extras := spec.extras_warning()):
-        print(f"[warning] {extras}", flush=True)
+    # said before the model loads (a reward stuck at 0 has a named cause), and kept in result["diagnostics"]
+    warnings = [agent_run.mismatch(recorded_prompt(cfg.model_name), prompt),
+                spec.extras_warning() if spec is not None and not spec.implicit else None]
     check_schedule(cfg, len(train_data), world_size())
     check_sft_targets(cfg, train_data)
     tool_run.check_transcript_calls(cfg, train_data, spec)
@@ -125,8 +123,9 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     eval_data = _eval_data(cfg) if cfg.eval_steps else None
     tokenizer = load_tokenizer(cfg.model_name, cfg.trust_remote_code)
     check_sft_lengths(cfg, tokenizer, train_data)
-    if short := check_chain_budget(cfg, tokenizer, train_data):
-        print(f"[warning] {short}", flush=True)
+    warnings = [w for w in (*warnings, check_chain_budget(cfg, tokenizer, train_data)) if w]
+    for warning in warnings:
+        print(f"[warning] {warning}", flush=True)
     if cfg.use_vllm and cfg.vllm_max_model_length is None:  # else vLLM reserves the model's whole context
         cfg = cfg.model_copy(update={"vllm_max_model_length": vllm_context_length(cfg, tokenizer, train_data)})
     bf16 = dtype == torch.bfloat16
@@ -171,8 +170,7 @@ def _train_once(cfg: TrainConfig, plan: OutputPlan, extra_callbacks: tuple[Any, 
     if interrupt.requested:
         result["signal"] = interrupt.requested
     result["prompt"] = {**prompt, "source": prompt_source}
-    if changed:
-        result["diagnostics"].append(changed)
+    result["diagnostics"].extend(warnings)
     if cfg.algorithm == "sft" and status == "completed" and (
             nothing := sft_learnt_nothing(result["final_loss"], len(tokenizer), thresholds)):
         print(f"[doctor] {nothing}", flush=True)
