@@ -272,14 +272,3 @@ def test_a_chain_budget_shorter_than_the_transcripts_is_named_before_the_model_l
     longest = int(warning.rsplit("raise max_new_tokens to ", 1)[1])
     RLTrainingTool().run({**params, "max_new_tokens": longest, "output_dir": str(tmp_path / "run3")})
     assert "[warning] max_new_tokens" not in capsys.readouterr().out
-
-
-def test_the_tool_imports_from_the_package_and_the_package_alone_stays_light() -> None:
-    import subprocess
-    import sys
-
-    code = ("import sys, hello_agents_rl; light = 'torch' not in sys.modules; "
-            "from hello_agents_rl import RLTrainingTool; print(light, RLTrainingTool.__module__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}).stdout.split()
-    assert out == ["True", "hello_agents_rl.interfaces.tool"]

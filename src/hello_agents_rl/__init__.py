@@ -8,13 +8,4 @@ __version__ = "0.4.0"
 
 from hello_agents_rl.errors import ConfigError
 
-__all__ = ["ConfigError", "RLTrainingTool", "__version__"]
-
-
-def __getattr__(name: str) -> object:
-    """`from hello_agents_rl import RLTrainingTool` without the start-up hook; imported only when asked for."""
-    if name == "RLTrainingTool":
-        from hello_agents_rl.interfaces.tool import RLTrainingTool
-
-        return RLTrainingTool
-    raise AttributeError(f"module 'hello_agents_rl' has no attribute {name!r}")
+__all__ = ["ConfigError", "__version__"]
