@@ -13,35 +13,22 @@ has hello-agents.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 from pathlib import Path
 
 from hello_agents_rl.data import lookups
-from hello_agents_rl.rewards.correctness import is_correct
-from hello_agents_rl.workflows.demo_agent import held_out_rows, make_agent
+from hello_agents_rl.workflows.demo_agent import ask_agent, held_out_rows
 from hello_agents_rl.workflows.demo_tool_use import Recipe
 from hello_agents_rl.workflows.serve import running, served_model_id
 
 
-def sampled_right(model_path: Path, questions: list[dict], recipe: dict, samples: int, temperature: float,
+def sampled_right(model_path: Path, questions: list[dict], recipe: Recipe, samples: int, temperature: float,
                   scratch: Path) -> tuple[int, int]:
-    right = runs = 0
     with running(str(model_path)) as base_url:
         model = served_model_id(base_url)
-        for row in questions:
-            for _ in range(samples):
-                with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each step
-                    agent = make_agent(scratch, "lookups", base_url, model, recipe["max_new_tokens"], [],
-                                       recipe["max_tool_turns"], temperature)
-                    try:
-                        answer = agent.run(row["question"])
-                    except Exception:  # noqa: BLE001 - a run that fails is a wrong answer, as in the demo
-                        answer = ""
-                right += is_correct(answer, row["ground_truth"])
-                runs += 1
-    return right, runs
+        right = sum(ask_agent(base_url, model, row, recipe, scratch, temperature)["correct"]
+                    for row in questions for _ in range(samples))
+    return right, len(questions) * samples
 
 
 def main() -> int:
@@ -55,9 +42,9 @@ def main() -> int:
     results = json.loads((args.demo / "results.json").read_text())
     if results.get("task") != "agent-lookups":
         parser.error(f"{args.demo} is not a finished agent-lookups demo (its results.json task: {results.get('task')})")
-    recipe = results["recipe"]
-    temperature = recipe["temperature"] if args.temperature is None else args.temperature
-    held_out = held_out_rows(Recipe(**recipe))  # the questions the demo scored
+    recipe = Recipe(**results["recipe"])
+    temperature = recipe.temperature if args.temperature is None else args.temperature
+    held_out = held_out_rows(recipe)  # the questions the demo scored
     questions = [row for row in held_out if len(getattr(lookups.chain_of(row["question"]), "calls", ())) == args.length]
     questions = questions[:args.questions]
     print(f"{args.demo}: {len(questions)} held-out {args.length}-call questions x {args.samples} agent runs at "

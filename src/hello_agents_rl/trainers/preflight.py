@@ -5,7 +5,6 @@ Each turns what would be a trainer traceback (or a silently useless run) into a 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import Any
@@ -14,6 +13,7 @@ from urllib.parse import urlparse
 from hello_agents_rl.config import TrainConfig
 from hello_agents_rl.data.formatting import render_prompt
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.rollouts.trajectory import called
 from hello_agents_rl.trainers.fast import switches
 from hello_agents_rl.trainers.tool_run import uses_tools
 
@@ -122,18 +122,14 @@ def check_chain_budget(cfg: TrainConfig, tokenizer: Any, rows: Any) -> str | Non
 def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
     """A transcript message as TRL's rollouts carry it: tool-call arguments as an object, not a JSON string (a
     template's `tojson` would escape the string, and count more tokens than the model writes)."""
-    calls = message.get("tool_calls")
-    if not calls:
+    if not message.get("tool_calls"):
         return message
     sent = []
-    for call in calls:
-        function = dict(call.get("function", call))
-        if isinstance(function.get("arguments"), str):
-            try:
-                function["arguments"] = json.loads(function["arguments"])
-            except ValueError:
-                pass  # rendered as written
-        sent.append({**call, "function": function} if "function" in call else function)
+    for call in message["tool_calls"]:
+        function = call.get("function", call)
+        _, arguments = called(call)  # None where they are no JSON object: rendered as written
+        sent.append({"type": "function", "function": {**function, **({} if arguments is None else
+                                                                      {"arguments": arguments})}})
     return {**message, "tool_calls": sent}
 
 

@@ -122,9 +122,9 @@ def agent_tools(task: str, log: list[list[str]]) -> list[Any]:
 def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http://127.0.0.1:9/v1",
                model: str = "served", max_tokens: int | None = None, log: list[list[str]] | None = None,
                max_tool_turns: int = 2, temperature: float = 0.0) -> Any:
-    """The demo's agent, greedy unless `temperature` says otherwise: a SimpleAgent with the calculator (multiplication), or a ReActAgent with lookup and
-    calculator (lookups), each with a short system prompt (the tiny model's context is small). Its LLM is only
-    called by agent.run; training reads the agent and never calls it."""
+    """The demo's agent, greedy unless `temperature` says otherwise: a SimpleAgent with the calculator
+    (multiplication), or a ReActAgent with lookup and calculator (lookups), each with a short system prompt (the tiny
+    model's context is small). Its LLM is only called by agent.run; training reads the agent and never calls it."""
     from hello_agents import HelloAgentsLLM, ReActAgent, SimpleAgent, ToolRegistry
     from hello_agents.core.config import Config
 
@@ -236,22 +236,27 @@ def held_out_rows(recipe: Recipe) -> Any:
 
 def run_agent(model_path: str, recipe: Recipe, details_path: Path) -> list[dict[str, Any]]:
     """Each held-out question through agent.run against the served model: one fresh agent per question."""
-    details = []
     with running(model_path) as base_url:
         model = served_model_id(base_url)  # before any question: an agent whose calls fail is no measurement
-        for row in held_out_rows(recipe):
-            calls: list[list[str]] = []
-            with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each tool it registers, each step
-                agent = make_agent(details_path.parent, recipe.task, base_url, model, recipe.max_new_tokens, calls,
-                                   recipe.max_tool_turns)
-                try:
-                    answer, error = agent.run(row["question"]), None
-                except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
-                    answer, error = "", f"{type(failure).__name__}: {failure}"
-            details.append({"question": row["question"], "ground_truth": row["ground_truth"], "answer": answer,
-                            "correct": is_correct(answer, row["ground_truth"]), "calls": calls, "error": error})
+        details = [ask_agent(base_url, model, row, recipe, details_path.parent) for row in held_out_rows(recipe)]
     details_path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details), encoding="utf-8")
     return details
+
+
+def ask_agent(base_url: str, model: str, row: dict[str, Any], recipe: Recipe, folder: Path,
+              temperature: float = 0.0) -> dict[str, Any]:
+    """One question through a fresh agent's agent.run against the served model: its answer, whether it is right,
+    the tool calls its Tools recorded, and the reason where the run failed."""
+    calls: list[list[str]] = []
+    with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each tool it registers, each step
+        agent = make_agent(folder, recipe.task, base_url, model, recipe.max_new_tokens, calls, recipe.max_tool_turns,
+                           temperature)
+        try:
+            answer, error = agent.run(row["question"]), None
+        except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
+            answer, error = "", f"{type(failure).__name__}: {failure}"
+    return {"question": row["question"], "ground_truth": row["ground_truth"], "answer": answer,
+            "correct": is_correct(answer, row["ground_truth"]), "calls": calls, "error": error}
 
 
 def summary(details: list[dict[str, Any]]) -> dict[str, Any]:
