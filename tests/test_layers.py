@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hello_agents_rl"
-LEAVES = {"errors", "paths", "bounded", "distributed", "compat", "coupling", "trainers.fast.switches", "rollouts.trajectory"}
+LEAVES = {"errors", "paths", "children", "bounded", "distributed", "compat", "coupling", "trainers.fast.switches", "rollouts.trajectory"}
 # Bottom to top (docs/design.md). config is the schema: it sits below the engine and validates through the
 # pure-Python checks of data, rewards and rollouts, which never import it back.
 LAYERS = ["config", "rewards", "data", "rollouts", "models", "outputs", "trainers", "evaluation", "workflows", "interfaces"]

@@ -8,7 +8,9 @@ the caller (the MCP server answers in worker threads) for good. Here such a call
   server re-import the user's `__main__` in the child, so a plain script without a main guard would run twice;
 * kept warm between calls with its modules preloaded (`preload`), so a bounded call costs a pipe round trip,
   not an interpreter start;
-* with a fixed hash seed, so that hash-ordered generators draw the same entry i in every process.
+* with a fixed hash seed, so that hash-ordered generators draw the same entry i in every process;
+* started through hello_agents_rl/children.py, so it dies with this process and never with the thread that
+  asked for it; a warm worker found dead is replaced before the call is lost.
 
 Written here because no maintained library bounds a call this way without multiprocessing's re-import (pebble
 and loky both prepare the child from `__main__`).
@@ -27,6 +29,8 @@ import threading
 from collections.abc import Generator
 from multiprocessing.connection import Connection
 from typing import Any
+
+from hello_agents_rl import children
 
 START_SECONDS = 120.0  # a new worker importing its preload (reasoning-gym takes seconds on a busy laptop)
 HASH_SEED = "0"
@@ -49,7 +53,7 @@ class _Worker:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         env = {**os.environ, "PYTHONHASHSEED": HASH_SEED, _PATH_VARIABLE: json.dumps([p for p in sys.path if p])}
-        self.process = subprocess.Popen(
+        self.process = children.start(
             [sys.executable, "-c", _BOOT, str(to_child_r), str(from_child_w), *preload],
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env)
         os.close(to_child_r)
@@ -76,15 +80,21 @@ _live: set[_Worker] = set()
 _lock = threading.Lock()
 
 
-def _take(preload: tuple[str, ...]) -> _Worker:
-    with _lock:
-        idle = _idle.setdefault(preload, [])
-        if idle:
-            return idle.pop()
+def _take(preload: tuple[str, ...]) -> tuple[_Worker, bool]:
+    """A live worker for `preload`, and whether it was warm (an idle one, which may have died since)."""
+    while True:
+        with _lock:
+            idle = _idle.setdefault(preload, [])
+            worker = idle.pop() if idle else None
+        if worker is None:
+            break
+        if worker.process.poll() is None:
+            return worker, True
+        _discard(worker)  # killed from outside while idle: never handed out
     worker = _Worker(preload)
     with _lock:
         _live.add(worker)
-    return worker
+    return worker, False
 
 
 def _give_back(worker: _Worker, preload: tuple[str, ...]) -> None:
@@ -103,6 +113,17 @@ def _discard(worker: _Worker) -> None:
     worker.kill()
 
 
+def _forget_after_fork() -> None:
+    """A forked child must not use its parent's workers (their pipes are shared): it starts its own."""
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 @atexit.register
 def _stop_all() -> None:
     with _lock:
@@ -115,18 +136,28 @@ def _stop_all() -> None:
 
 def stream(target: str, *args: Any, bound: float, preload: tuple[str, ...] = ()) -> Generator[Any, None, None]:
     """The items `module:function`(*args) yields (or its one return value), each within `bound` seconds of the
-    last; Overran (the worker killed) past it. An exception raised there is raised here."""
-    worker = _take(preload)
-    finished = False
+    last; Overran (the worker killed) past it, WorkerDied if a fresh worker ends during the call (a warm one that
+    ended before answering is replaced once). An exception raised there is raised here."""
+    worker, warm = _take(preload)
+    sent = answered = finished = False
     try:
-        worker.send.send((target, args))
         while True:
-            if not worker.receive.poll(bound):
-                raise Overran(f"{target} took longer than {bound:g} s")
             try:
-                kind, value = worker.receive.recv()
-            except EOFError:
+                if not sent:
+                    worker.send.send((target, args))
+                    sent = True
+                if not worker.receive.poll(bound):
+                    raise Overran(f"{target} took longer than {bound:g} s")
+                message = worker.receive.recv()
+            except (EOFError, OSError):
+                if warm and not answered:  # ended while idle: the call has not begun, and a fresh worker takes it
+                    _discard(worker)
+                    worker, warm = _take(preload)
+                    sent = False
+                    continue
                 raise WorkerDied(f"{target}'s worker ended (exit code {worker.process.poll()})") from None
+            answered = True
+            kind, value = message
             if kind == "item":
                 yield value
             elif kind == "done":
@@ -149,7 +180,6 @@ def call(target: str, *args: Any, bound: float, preload: tuple[str, ...] = ()) -
 
 def serve(read_fd: int, write_fd: int, preload: list[str]) -> None:
     """The worker's loop: import the preload, then run each request until the parent closes the pipe."""
-    _die_with_parent()
     receive, send = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     os.dup2(2, 1)  # a print in a library goes to stderr, never into the frames
     for module in preload:
@@ -181,16 +211,3 @@ def _picklable(error: Exception) -> Exception:
         return error
     except Exception:  # noqa: BLE001 - an exception that cannot cross the pipe crosses as its text
         return RuntimeError(f"{type(error).__name__}: {error}")
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills the worker when its parent dies, even mid-computation (elsewhere the closed pipe
-    ends it after the call in progress)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        try:
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass

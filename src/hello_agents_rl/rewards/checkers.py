@@ -47,7 +47,8 @@ def math_verify_equal(completion: str, ground_truth: object) -> bool:
     """math-verify's verdict: the completion's answer (LaTeX or an expression) equals the ground truth's. Runs in a
     worker process with a hard bound (hello_agents_rl/bounded.py), in any thread: an answer that would not end
     (`\\boxed{9^{9^{9^{9}}}}`) holds the GIL in big-integer work, past math-verify's own alarms, and would stall
-    every other caller. Past the bound it is wrong, as a math-verify time-out is."""
+    every other caller. Past the bound it is wrong, as a math-verify time-out is, and so is an answer whose check
+    crashes a fresh worker."""
     if problem := math_verify_problem():
         raise ConfigError(problem)
     try:
@@ -56,6 +57,10 @@ def math_verify_equal(completion: str, ground_truth: object) -> bool:
     except bounded.Overran:
         _log.warning("math_verify: an answer took longer than %g s to check; scored as wrong (%.60r...)",
                      CHECK_SECONDS, str(completion))
+        return False
+    except bounded.WorkerDied as died:  # a fresh checker crashed on this answer: wrong, as a time-out is
+        _log.warning("math_verify: checking an answer ended its process (%s); scored as wrong (%.60r...)", died,
+                     str(completion))
         return False
 
 
