@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,47 +56,59 @@ def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_pat
     assert finished["grpo"] and (out / "grpo" / "results.json").is_file()
 
 
-def _completed_run(folder: Path, config: dict) -> dict:
-    """A training run as the action table leaves it: results.json (completed, its config) beside its model."""
+def _completed_run(folder: Path) -> dict:
+    """A training run as the action table leaves it: results.json (completed) beside its model, whose weights are
+    drawn anew, as a retrain draws them."""
     (folder / "model").mkdir(parents=True, exist_ok=True)
-    result = {"status": "completed", "model_path": str(folder / "model"), "config": config}
+    (folder / "model" / "model.safetensors").write_bytes(os.urandom(64))
+    result = {"status": "completed", "model_path": str(folder / "model")}
     (folder / "results.json").write_text(json.dumps(result))
     return result
 
 
-def test_demo_reuse_keeps_only_runs_trained_with_the_recipes_settings_data_and_seed(tmp_path: Path) -> None:
-    """`demo --reuse`: a GRPO change (here its temperature) retrains GRPO and keeps SFT; a run trained with another
-    seed, other SFT steps or another demonstrator is trained again, never taken for this recipe's."""
+def test_demo_reuse_keeps_only_a_run_made_from_the_same_call_and_the_same_starting_model(tmp_path: Path) -> None:
+    """`demo --reuse`: a GRPO change (its temperature, its tool-turn limit) retrains GRPO and keeps SFT; an SFT
+    retrained in the same folder retrains the GRPO run made from the old one; another seed, other SFT steps or
+    another demonstrator's rows train again, never taken for this recipe's."""
     from dataclasses import replace
 
-    from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, grpo_settings, reuse_or_train, sft_settings
+    from hello_agents_rl.workflows.demo_tool_use import LOOKUPS, grpo_params, sft_params
+    from hello_agents_rl.workflows.reuse import reuse_or_train
 
     trained: list[str] = []
 
-    def train(folder: Path, config: dict) -> Callable[[], dict]:
-        def run() -> dict:
-            trained.append(folder.name)
-            return _completed_run(folder, config)
-        return run
+    def train(params: dict) -> dict:
+        folder = Path(params["output_dir"])
+        trained.append(folder.name)
+        return _completed_run(folder)
 
-    sft, grpo = tmp_path / "sft", tmp_path / "grpo"
+    sft, grpo, base = tmp_path / "sft", tmp_path / "grpo", tmp_path / "base"
+    base.mkdir()
+    (base / "model.safetensors").write_bytes(b"base weights")
     start = str(sft / "model")
-    sft_run = train(sft, sft_settings(LOOKUPS) | {"seed": 0})
-    grpo_run = train(grpo, grpo_settings(LOOKUPS) | {"seed": 0, "model_name": start})
-    reuse_or_train(sft, LOOKUPS, 0, reuse=True, train=sft_run)  # nothing there yet: trained, its data recorded
-    reuse_or_train(grpo, LOOKUPS, 0, reuse=True, train=grpo_run, start=start)
+
+    def both(recipe=LOOKUPS, seed: int = 0) -> tuple[dict, dict]:
+        first = reuse_or_train(sft, sft_params(str(base), sft, recipe, seed), True, train)
+        return first, reuse_or_train(grpo, grpo_params(start, grpo, recipe, seed), True, train)
+
+    both()  # nothing there yet: both trained, what they were made from recorded
     assert trained == ["sft", "grpo"]
-    assert reuse_or_train(sft, LOOKUPS, 0, reuse=True, train=sft_run)["reused"] is True
-    assert reuse_or_train(grpo, LOOKUPS, 0, reuse=True, train=grpo_run, start=start)["reused"] is True
+    assert all(run["reused"] for run in both()) and trained == ["sft", "grpo"]
+    for changed in (replace(LOOKUPS, temperature=1.0), replace(LOOKUPS, max_tool_turns=3)):
+        first, second = both(changed)
+        assert first["reused"] and "reused" not in second, changed  # SFT reads neither key
+    trained.clear()
+    reuse_or_train(sft, sft_params(str(base), sft, replace(LOOKUPS, sft_steps=10), 0), True, train)
+    both(replace(LOOKUPS, max_tool_turns=3))  # SFT retrained: the GRPO run from the old SFT model is stale
+    assert trained == ["sft", "sft", "grpo"]
+    (base / "model.safetensors").write_bytes(b"another base")  # the starting model itself changed in place
+    trained.clear()
+    both(replace(LOOKUPS, max_tool_turns=3))
     assert trained == ["sft", "grpo"]
-    hotter = replace(LOOKUPS, temperature=1.0)
-    assert reuse_or_train(sft, hotter, 0, reuse=True, train=sft_run)["reused"] is True  # SFT knows no temperature
-    assert "reused" not in reuse_or_train(grpo, hotter, 0, reuse=True, train=grpo_run, start=start)
-    assert trained[-1] == "grpo"
     for recipe, seed in ((LOOKUPS, 1), (replace(LOOKUPS, sft_steps=10), 0),
                          (replace(LOOKUPS, task_config={"names": "words"}), 0)):  # another demonstrator's rows
-        assert "reused" not in reuse_or_train(sft, recipe, seed, reuse=True, train=sft_run), (recipe, seed)
-    assert "reused" not in reuse_or_train(sft, LOOKUPS, 0, reuse=False, train=sft_run)
-    (sft / "results.json").write_text(json.dumps({"status": "failed", "model_path": start,
-                                                  "config": sft_settings(LOOKUPS) | {"seed": 0}}))
-    assert "reused" not in reuse_or_train(sft, LOOKUPS, 0, reuse=True, train=sft_run)  # a broken run: trained again
+        assert "reused" not in reuse_or_train(sft, sft_params(str(base), sft, recipe, seed), True, train), recipe
+    params = sft_params(str(base), sft, replace(LOOKUPS, task_config={"names": "words"}), 0)
+    assert "reused" not in reuse_or_train(sft, params, False, train)
+    (sft / "results.json").write_text(json.dumps({"status": "failed", "model_path": start}))
+    assert "reused" not in reuse_or_train(sft, params, True, train)  # a broken run: trained again

@@ -42,13 +42,13 @@ from hello_agents_rl.workflows.demo_tool_use import (
     SMOLLM2_LOOKUPS,
     Recipe,
     grpo_settings,
-    reuse_or_train,
     sft_settings,
     starting_model,
     task_rows,
     training_record,
 )
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
+from hello_agents_rl.workflows.reuse import reuse_or_train
 from hello_agents_rl.workflows.serve import running, served_model_id
 
 INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on Python 3.10+, 1.0.1 on 3.12+
@@ -171,15 +171,14 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
              else f"calls the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
-    sft = reuse_or_train(out / "sft", recipe, seed, reuse, lambda: actions.run(
-        _train(recipe, seed, agent) | sft_settings(recipe) | {
-            "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)}))
+    sft = reuse_or_train(out / "sft", _train(recipe, seed, agent) | sft_settings(recipe) | {
+        "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)},
+        reuse, actions.run)
     clock.lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
-    grpo = reuse_or_train(out / "grpo", recipe, seed, reuse, lambda: actions.run(
-        _train(recipe, seed, agent) | grpo_settings(recipe) | {
-            "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
-            "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)}), start=sft["model_path"])
+    grpo = reuse_or_train(out / "grpo", _train(recipe, seed, agent) | grpo_settings(recipe) | {
+        "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
+        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)}, reuse, actions.run)
     clock.lap("grpo")
     print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
           f"{recipe.eval_questions} held-out questions", flush=True)

@@ -15,7 +15,6 @@ Everything goes through the action table, the call RLTrainingTool().run makes fo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,10 @@ from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
-from hello_agents_rl.outputs import RESULTS, atomic_write_json, completed_run
+from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
+from hello_agents_rl.workflows.reuse import reuse_or_train
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
              recipe: Recipe | None = None, model: str = "tiny", task: str = "multiplication", reuse: bool = False
              ) -> dict[str, Any]:
     """Build, SFT, GRPO, then both models on the held-out questions. `reuse`: keep an SFT or GRPO run this folder
-    completed with the recipe's settings and seed (reused_run), so that a GRPO change reruns GRPO only."""
+    completed from exactly the same call and starting model (workflows/reuse.py), so a GRPO change reruns GRPO only."""
     recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()  # before any folder: a missing wheel says so
@@ -130,11 +130,10 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
              else f"call the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on demonstrations that {habit}", flush=True)
-    sft = reuse_or_train(out / "sft", recipe, seed, reuse, lambda: train_sft(str(start), out / "sft", recipe, seed))
+    sft = reuse_or_train(out / "sft", sft_params(str(start), out / "sft", recipe, seed), reuse, actions.run)
     clock.lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = reuse_or_train(out / "grpo", recipe, seed, reuse,
-                          lambda: train_grpo(sft["model_path"], out / "grpo", recipe, seed), start=sft["model_path"])
+    grpo = reuse_or_train(out / "grpo", grpo_params(sft["model_path"], out / "grpo", recipe, seed), reuse, actions.run)
     clock.lap("grpo")
     print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
           "available)", flush=True)
@@ -177,8 +176,7 @@ def starting_model(recipe: Recipe, out: Path, seed: int) -> Path:
 
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
     return {"action": "train", "use_lora": recipe.use_lora, "seed": seed, "save_steps": 10_000,
-            "logging_steps": recipe.logging_steps, "overwrite_output_dir": True, "tools": task_tools(recipe),
-            "max_tool_turns": recipe.max_tool_turns}
+            "logging_steps": recipe.logging_steps, "overwrite_output_dir": True, "tools": task_tools(recipe)}
 
 
 def sft_settings(recipe: Recipe) -> dict[str, Any]:
@@ -193,60 +191,22 @@ def grpo_settings(recipe: Recipe) -> dict[str, Any]:
     return {"algorithm": "grpo", "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
             "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
             "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "lr_scheduler_type": recipe.grpo_lr_scheduler,
-            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"}
+            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy",
+            "max_tool_turns": recipe.max_tool_turns}
 
 
-DATA_RECORD = "demo_data.json"  # beside a demo's training run: what its rows were drawn from (not in its config)
-
-
-def data_identity(recipe: Recipe) -> dict[str, Any]:
-    """What a demo's training rows and model are drawn from, beyond its training keys and its seed."""
-    return {"task": recipe.task, "task_config": recipe.task_config, "tool_rate": recipe.tool_rate,
-            "model": recipe.model, "use_lora": recipe.use_lora}
-
-
-def reused_run(run: Path, recipe: Recipe, seed: int, reuse: bool, start: str | None = None) -> dict[str, Any] | None:
-    """A run `run` (SFT where `start` is None, else GRPO from the model `start`) completed earlier with this recipe's
-    settings, data and seed, marked `reused`; None where not reusing, or where it was trained otherwise (it is then
-    trained again)."""
-    done = completed_run(run) if reuse else None
-    if done is None:
-        return None
-    wanted = (sft_settings(recipe) if start is None else grpo_settings(recipe) | {"model_name": start}) | {
-        "seed": seed, "data": data_identity(recipe)}
-    record = run / DATA_RECORD
-    recorded = done.get("config", {}) | {"data": json.loads(record.read_text()) if record.is_file() else None}
-    differ = sorted(key for key, value in wanted.items() if recorded.get(key) != value)
-    if differ:
-        print(f"   {run} was trained with other {', '.join(differ)}: training it again", flush=True)
-        return None
-    print(f"   reusing the completed run in {run}", flush=True)
-    return done | {"reused": True}
-
-
-def reuse_or_train(run: Path, recipe: Recipe, seed: int, reuse: bool, train: Callable[[], dict[str, Any]],
-                   start: str | None = None) -> dict[str, Any]:
-    """The run `run` (SFT where `start` is None, else GRPO from `start`): reused (reused_run), or trained by `train`
-    and its data recorded for a later reuse."""
-    done = reused_run(run, recipe, seed, reuse, start)
-    if done is None:
-        done = train()
-        atomic_write_json(run / DATA_RECORD, data_identity(recipe))
-    return done
-
-
-def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
-    """Imitation of the transcripts: the assistant's turns, never the tools' results."""
+def sft_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
+    """The SFT call: imitation of the transcripts, the assistant's turns, never the tools' results."""
     demos = task_rows(recipe, recipe.sft_steps * recipe.sft_batch_size, seed)
-    return actions.run(_train_params(recipe, seed) | sft_settings(recipe) | {
-        "model_name": model_path, "dataset": demos, "output_dir": str(out)})
+    return _train_params(recipe, seed) | sft_settings(recipe) | {
+        "model_name": model_path, "dataset": demos, "output_dir": str(out)}
 
 
-def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
-    """TRL's tool loop: sample, call the tools, reward right final answers only."""
+def grpo_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
+    """The GRPO call: TRL's tool loop, sample, call the tools, reward right final answers only."""
     prompts = task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return actions.run(_train_params(recipe, seed) | grpo_settings(recipe) | {
-        "model_name": model_path, "dataset": prompts, "output_dir": str(out)})
+    return _train_params(recipe, seed) | grpo_settings(recipe) | {
+        "model_name": model_path, "dataset": prompts, "output_dir": str(out)}
 
 
 def evaluate(model_path: str, recipe: Recipe, seed: int, details_path: Path) -> dict[str, Any]:
@@ -278,7 +238,6 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
 
 def eval_details(out: Path) -> dict[str, list[dict[str, Any]]]:
     """The SFT and GRPO models' per-question rows, as their evaluations wrote them (absent: none)."""
-    import json
 
     paths = {key: out / key / "eval_details.jsonl" for key in ("sft", "grpo")}
     return {key: [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
