@@ -107,6 +107,34 @@ def test_the_step_reward_credits_grounded_calls_and_cannot_be_gamed_by_repeating
     assert score(question.calls, answer=question.answer + 1) == 0.0, "gated: a wrong answer gets no step credit"
 
 
+@pytest.mark.parametrize("names", ["words", "ids"])
+def test_a_right_chain_padded_with_calls_earns_no_more_than_the_honest_chain(names: str) -> None:
+    """The padding a policy would find: the same call respelt (spaces, case), calls on a fragment of a name or on a
+    number it has already read, and the distractor tool on one letter; none is a step."""
+    config = lookups.LookupConfig(distractors=True, names=names)
+    question = next(q for q in lookups.questions("train", config, 30, 0) if len(q.calls) == 4)
+    prompt = [{"role": "user", "content": question.text}]
+    reward = build_reward("step", {"step_bonus": 0.1, "max_steps": 10}, max_tool_turns=12)
+
+    def score(calls: list) -> float:
+        return reward.score(_trajectory(calls, str(question.answer)), str(question.answer), prompt=prompt)
+
+    honest = score(question.calls)
+    assert honest == pytest.approx(1.0 + 0.4)
+    (_, person, person_text), (_, company, company_text) = question.calls[:2]
+    age = question.calls[-1][1].split(" + ")[1]
+    padding = [
+        ("lookup", f"  {person} ", person_text), ("lookup", person.upper(), person_text),  # respelt: the same call
+        ("lookup", person[:1], "W: sunny."),  # one letter of a name: a substring, not a value
+        ("weather", person[:2], f"{person[:2]}: sunny."), ("weather", "a", "a: rain."),
+        ("calculator", age, age), ("calculator", f"{age} + 0", age),  # a number it had read: nothing new
+        ("lookup", company, company_text),  # a call made before, its result again
+    ]
+    for pad in padding:
+        padded = [*question.calls[:2], pad, *question.calls[2:], pad]
+        assert score(padded) <= honest + 1e-9, pad
+
+
 @pytest.mark.slow
 def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path) -> None:
     """The demo's code path at a few steps (learning is benchmarks/demo_lookups_seeds.py's, on the full recipe)."""

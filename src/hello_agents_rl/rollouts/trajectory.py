@@ -134,33 +134,89 @@ def called(call: Any) -> tuple[str | None, dict[str, Any] | None]:
     return function.get("name"), arguments if isinstance(arguments, dict) else None
 
 
+# Whole values a text shows: a name (a run of capitalised words or ids: "Kalo Venra", "Torsa Works", "P4821"), a
+# number standing alone, a field between separators ("age 34"), a span in double quotes or backticks, and each leaf
+# of a JSON result.
+_NAME = re.compile(r"[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*)*")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+_FIELD_SEPARATORS = re.compile(r"[,;:\n]|\.(?!\d)")
+_QUOTED = re.compile(r'"([^"]+)"|`([^`]+)`|“([^”]+)”')
+_EXPRESSION = re.compile(r"[\d\s.+\-*/()]*\d[\d\s.]*[+\-*/][\d\s.+\-*/()]*")
+
+
+def normal(value: Any) -> str:
+    """An argument or a value as a call is compared: whitespace collapsed, case folded (a tool that reads case
+    fails the other spelling, and a failed call never counts)."""
+    return " ".join(str(value).split()).casefold()
+
+
+def _json_leaves(text: str) -> list[str]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    leaves: list[str] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None:
+            leaves.append(str(item))
+    return leaves
+
+
+def whole_values(text: str) -> set[str]:
+    """The whole values `text` shows (its names, numbers, fields, quoted spans and JSON leaves), normalised."""
+    quoted = [next(filter(None, groups)) for groups in _QUOTED.findall(text)]
+    found = [*_NAME.findall(text), *_NUMBER.findall(text), *_FIELD_SEPARATORS.split(text), *quoted, *_json_leaves(text)]
+    return {normal(value) for value in found if normal(value)}
+
+
 def grounded_calls(completion: Any, prompt: Any = None) -> int:
-    """Distinct tool calls that worked and whose every argument comes from the question or from an earlier call's
-    result: a name found in that text, or an expression whose numbers all are. The `step` reward's count in a
-    tool run; a call repeated, or one with an argument made up, adds nothing."""
+    """The `step` reward's count in a tool run: distinct calls that worked, with every argument grounded, whose
+    result was new.
+
+    - Distinct: arguments are compared normalised (`normal`), so `lookup(" X")` repeats `lookup("X")`.
+    - Grounded: an argument equals a whole value seen before the call (a name in the question, a field of an
+      earlier result, a number seen there: `whole_values`), or is arithmetic over numbers all seen there. A
+      substring of the text (one letter of a name) is not a value.
+    - New: a call whose result is a value already seen, or an earlier result again, learnt nothing.
+    """
     if not isinstance(completion, list):
         return 0
     messages = [m for m in completion if isinstance(m, dict)]
-    seen_text = " ".join(str(m.get("content") or "") for m in (prompt or []) if isinstance(m, dict)
-                         and m.get("role") == "user")
+    question = " ".join(str(m.get("content") or "") for m in (prompt or []) if isinstance(m, dict)
+                        and m.get("role") == "user")
+    seen, numbers = whole_values(question), set(_NUMBER.findall(question))
 
-    def grounded(value: str) -> bool:
-        if re.search(r"\d", value):
-            seen_numbers = set(re.findall(r"\d+", seen_text))
-            return all(number in seen_numbers for number in re.findall(r"\d+", value))
-        return bool(value.strip()) and value.strip() in seen_text
+    def grounded(value: Any) -> bool:
+        text = normal(value)
+        if text in seen:
+            return True
+        return bool(_EXPRESSION.fullmatch(text)) and set(_NUMBER.findall(text)) <= numbers
 
-    counted: set[str] = set()
+    counted: set[tuple[str | None, str]] = set()
+    results: set[str] = set()
     for i, message in enumerate(messages):
         if message.get("role") == "tool":
-            seen_text += " " + str(message.get("content") or "")
+            content = str(message.get("content") or "")
+            seen |= whole_values(content)
+            numbers |= set(_NUMBER.findall(content))
+            results.add(normal(content))
             continue
-        results = [m for m in messages[i + 1:] if m.get("role") == "tool"]
+        answers = [m for m in messages[i + 1:] if m.get("role") == "tool"]
         for k, call in enumerate(message.get("tool_calls") or []):
             name, arguments = called(call)
-            result = results[k] if k < len(results) else None
+            result = answers[k] if k < len(answers) else None
             if not arguments or result is None or result.get("failed", _is_error(result.get("content"))):
                 continue
-            if all(grounded(str(value)) for value in arguments.values()):
-                counted.add(f"{name}:{json.dumps(arguments, sort_keys=True)}")
+            new = normal(result.get("content") or "")
+            key = (name, json.dumps({key: normal(value) for key, value in arguments.items()}, sort_keys=True))
+            if key in counted or new in seen or new in results:
+                continue
+            if all(grounded(value) for value in arguments.values()):
+                counted.add(key)
     return len(counted)
