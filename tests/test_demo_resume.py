@@ -17,19 +17,21 @@ DRIVER = """
 import sys
 from dataclasses import replace
 from hello_agents_rl.interfaces import cli
-from hello_agents_rl.workflows import demo
-demo.RECIPES[("tiny", True)] = replace(demo.QUICK, sft_steps=400, sft_batch_size=8, grpo_steps=2, grpo_batch_size=2,
-                                       num_generations=2, logging_steps=1)
-cli.main(["demo", "--quick", "--output-dir", sys.argv[1]])
+from hello_agents_rl.workflows import demo, demo_tool_use
+small = dict(sft_steps=400, sft_batch_size=8, grpo_steps=2, grpo_batch_size=2, num_generations=2, logging_steps=1)
+demo.RECIPES[("tiny", True)] = replace(demo.QUICK, **small)
+demo_tool_use.RECIPES[("tiny", True)] = replace(demo_tool_use.QUICK, **small, eval_questions=4)
+cli.main(["demo", "--quick", "--output-dir", sys.argv[1], *sys.argv[2:]])
 """
 
 
 @pytest.mark.slow
-def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", [[], ["--task", "tools"]], ids=["addition", "tools"])
+def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(task: list[str], tmp_path: Path) -> None:
     out = tmp_path / "demo"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    first = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+    first = subprocess.Popen([sys.executable, "-c", DRIVER, str(out), *task], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 300
     seen = ""
     while "Step 5/400" not in seen:  # SFT has run some steps: the interrupt checkpoints at the next step's end
@@ -39,14 +41,14 @@ def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_pat
     first.send_signal(signal.SIGTERM)
     stdout, stderr = first.communicate(timeout=300)
     assert first.returncode == 128 + signal.SIGTERM, stderr[-2000:]
-    assert "rerun to resume: hello-agents-rl demo --quick --output-dir" in stderr
+    assert f"rerun to resume: hello-agents-rl demo --quick --output-dir {out}" in stderr
     assert "== 3/4 GRPO" not in seen + stdout, "GRPO never starts from an interrupted SFT"
     interrupted = json.loads((out / "sft" / "results.json").read_text())
     assert interrupted["status"] == "interrupted" and interrupted["signal"] == "SIGTERM"
     stopped_at = interrupted["num_steps"]
     assert 5 <= stopped_at < 400 and (out / "sft" / f"checkpoint-{stopped_at}").is_dir()
 
-    again = subprocess.run([sys.executable, "-c", DRIVER, str(out)], capture_output=True, text=True, env=env,
+    again = subprocess.run([sys.executable, "-c", DRIVER, str(out), *task], capture_output=True, text=True, env=env,
                            timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "SFT: resuming from its last checkpoint" in again.stdout
@@ -54,6 +56,27 @@ def test_an_interrupted_demo_exits_with_its_signal_and_the_rerun_resumes(tmp_pat
     finished = json.loads((out / "results.json").read_text())
     assert json.loads((out / "sft" / "results.json").read_text())["status"] == "completed"
     assert finished["grpo"] and (out / "grpo" / "results.json").is_file()
+
+
+@pytest.mark.parametrize("status", ["interrupted", "failed"])
+def test_a_stage_that_does_not_complete_stops_every_demo_before_the_next(status: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool and agent demos went on to GRPO from an interrupted SFT (model_name '', then 'could not load
+    Tokenizer from the folder .'); a failed stage is named as failed, and the CLI exits 1 for it."""
+    from hello_agents_rl.interfaces import cli
+    from hello_agents_rl.workflows import actions
+
+    stages: list[str] = []
+
+    def stopped(params: dict) -> dict:
+        stages.append(params["algorithm"])
+        return {"status": status, "signal": "SIGTERM" if status == "interrupted" else None, "model_path": ""}
+
+    monkeypatch.setattr(actions, "run", stopped)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["demo", "--task", "tools", "--quick", "--output-dir", str(tmp_path / "tools")])
+    assert stages == ["sft"]
+    assert exited.value.code == (128 + signal.SIGTERM if status == "interrupted" else 1)
 
 
 def _completed_run(folder: Path) -> dict:

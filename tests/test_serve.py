@@ -227,3 +227,34 @@ def test_a_reply_whose_tool_call_max_tokens_cut_short_is_answered_as_its_text(mo
     cut = '<tool_call>{"name": "lookup", "argu'
     assert served(None, None, [1], input_ids=[2], cleaned_content=cut) == (cut, None, None)
     assert served(None, None, [1], input_ids=[2], cleaned_content="fine") == ("FINE", None, None)  # parsed as before
+
+
+SERVES_THEN_WAITS = """
+import sys, time
+from hello_agents_rl.workflows.serve import running
+with running(sys.argv[1]) as base_url:
+    print(base_url, flush=True)
+    time.sleep(300)  # a demo scoring its agents, stopped here
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_process_stopped_while_it_serves_leaves_no_server_behind(tiny_model: str) -> None:
+    """SIGTERM kills a Python process without running its `finally`: the server `running` started must end with it,
+    and free its port."""
+    import signal
+    from urllib.parse import urlparse
+
+    parent = subprocess.Popen([sys.executable, "-c", SERVES_THEN_WAITS, tiny_model], stdout=subprocess.PIPE, text=True)
+    port = urlparse(parent.stdout.readline().strip()).port
+    assert port
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return  # nothing listens: the server ended with its parent
+        time.sleep(0.5)
+    pytest.fail(f"the server on port {port} outlived the process that started it")

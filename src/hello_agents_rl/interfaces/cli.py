@@ -192,33 +192,18 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("mcp", "jobs", "serve"):
         return _agent_command(args)
-    if args.command == "demo" and args.task in ("agent", "agent-lookups"):  # docs/agentic.md, "Training the agent"
-        from hello_agents_rl.workflows.demo_agent import run_demo as run_agent_demo
-
-        default = f"outputs/demo_{args.task.replace('-', '_')}" + ("_real" if args.model == "smollm2" else "")
-        run_agent_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
-                       seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse,
-                       task="lookups" if args.task == "agent-lookups" else "multiplication")
-        return 0
-    if args.command == "demo" and args.task in ("tools", "lookups"):  # docs/agentic.md
-        from hello_agents_rl.workflows.demo_tool_use import run_demo as run_tools_demo
-
-        default = f"outputs/demo_{args.task}" + ("_real" if args.model == "smollm2" else "")
-        run_tools_demo(default if args.output_dir == "outputs/demo" else args.output_dir,
-                       seed=args.seed, quick=args.quick, model=args.model, reuse=args.reuse,
-                       task="lookups" if args.task == "lookups" else "multiplication")
-        return 0
     if args.command == "demo":
         import signal
 
-        from hello_agents_rl.workflows.demo import DemoInterrupted, run_demo
+        from hello_agents_rl.workflows.stages import DemoInterrupted
 
-        out = "outputs/demo_real" if args.model == "smollm2" and args.output_dir == "outputs/demo" else args.output_dir
         try:
-            run_demo(out, seed=args.seed, quick=args.quick, model=args.model)
+            _run_demo(args)
         except DemoInterrupted as stopped:
             print(f"stopped: {stopped}", file=sys.stderr, flush=True)
             print(f"rerun to resume: hello-agents-rl {' '.join(argv or sys.argv[1:])}", file=sys.stderr, flush=True)
+            if stopped.status != "interrupted":
+                return 1
             number = getattr(signal, stopped.signal_name or "", signal.SIGINT)
             return 128 + int(number)
         return 0
@@ -250,6 +235,29 @@ def _agent_command(args: argparse.Namespace) -> int:
     out = manager.list() if args.call == "list" else getattr(manager, args.call)(args.job_id)
     print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
     return 0
+
+
+def _run_demo(args: argparse.Namespace) -> None:
+    """`demo --task ...`: the addition demo, the tool demos (docs/agentic.md) or the agent demos ("Training the
+    agent"), each in its own default folder."""
+    default = args.output_dir == "outputs/demo"
+    if args.task in ("agent", "agent-lookups"):
+        from hello_agents_rl.workflows.demo_agent import run_demo as run_agent_demo
+
+        folder = f"outputs/demo_{args.task.replace('-', '_')}" + ("_real" if args.model == "smollm2" else "")
+        run_agent_demo(folder if default else args.output_dir, seed=args.seed, quick=args.quick, model=args.model,
+                       reuse=args.reuse, task="lookups" if args.task == "agent-lookups" else "multiplication")
+    elif args.task in ("tools", "lookups"):
+        from hello_agents_rl.workflows.demo_tool_use import run_demo as run_tools_demo
+
+        folder = f"outputs/demo_{args.task}" + ("_real" if args.model == "smollm2" else "")
+        run_tools_demo(folder if default else args.output_dir, seed=args.seed, quick=args.quick, model=args.model,
+                       reuse=args.reuse, task="lookups" if args.task == "lookups" else "multiplication")
+    else:
+        from hello_agents_rl.workflows.demo import run_demo
+
+        run_demo("outputs/demo_real" if args.model == "smollm2" and default else args.output_dir, seed=args.seed,
+                 quick=args.quick, model=args.model)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,7 +14,6 @@ About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). The tiny model runs 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,10 @@ from hello_agents_rl.data.arithmetic import make_dataset
 from hello_agents_rl.evaluation import stats
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.outputs import RESULTS, atomic_write_json, checkpoints, completed_run
+from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
+from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 
 
 @dataclass(frozen=True)
@@ -79,43 +79,6 @@ SMOLLM2_QUICK = replace(SMOLLM2, sft_batch_size=8, grpo_steps=20)  # CI's varian
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
 
-class DemoInterrupted(Exception):
-    """A stage of the demo stopped on a signal (its checkpoint saved): the rerun resumes it."""
-
-    def __init__(self, stage: str, signal_name: str | None) -> None:
-        self.stage, self.signal_name = stage, signal_name
-        super().__init__(f"the demo's {stage} stage was interrupted ({signal_name or 'a signal'}); its checkpoint is "
-                         "saved: run the same command again to resume it")
-
-
-PROGRESS = "demo_progress.json"  # what an unfinished demo was started with: a rerun with the same resumes it
-
-
-def resumable(out: Path, started_with: dict[str, Any]) -> bool:
-    """Whether `out` holds an unfinished demo started with the same settings (else the demo starts over)."""
-    progress = out / PROGRESS
-    if (out / RESULTS).is_file() or not progress.is_file():
-        return False
-    return json.loads(progress.read_text()) == started_with
-
-
-def run_stage(params: dict[str, Any], stage: str, resume: bool) -> dict[str, Any]:
-    """One training stage through the action table: on a resumed demo a finished stage is kept and an interrupted
-    one continues from its checkpoint; a stage that does not complete stops the demo (DemoInterrupted)."""
-    out = Path(params["output_dir"])
-    finished = completed_run(out) if resume else None
-    if finished:
-        print(f"   {stage}: kept from the interrupted demo's finished run in {out}", flush=True)
-        return finished
-    if resume and checkpoints(out):
-        print(f"   {stage}: resuming from its last checkpoint in {out}", flush=True)
-        params = {**params, "resume_from_checkpoint": True, "overwrite_output_dir": False}
-    result = actions.run(params)
-    if result.get("status") != "completed":
-        raise DemoInterrupted(stage, result.get("signal"))
-    return result
-
-
 def run_demo(
     output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None,
     model: str = "tiny",
@@ -126,11 +89,7 @@ def run_demo(
     start = smollm2_gguf() if recipe.model == "smollm2" else None  # before any folder: a missing wheel says so
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    started_with = {"seed": seed, "recipe": asdict(recipe)}
-    resume = resumable(out, started_with)
-    if not resume:
-        (out / RESULTS).unlink(missing_ok=True)  # the demo owns its folder: a finished demo starts over
-        atomic_write_json(out / PROGRESS, started_with)
+    resume = start_or_resume(out, {"demo": "addition", "seed": seed, "recipe": asdict(recipe)})
     clock = Clock()
 
     if start is None:

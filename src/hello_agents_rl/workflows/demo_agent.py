@@ -34,7 +34,6 @@ from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import AGENT_EXTRAS, agent_spec
 from hello_agents_rl.rollouts.tool_registry import calculator
-from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
 from hello_agents_rl.workflows.demo_tool_use import (
@@ -50,6 +49,7 @@ from hello_agents_rl.workflows.demo_tool_use import (
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
 from hello_agents_rl.workflows.reuse import reuse_or_train
 from hello_agents_rl.workflows.serve import running, served_model_id
+from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 
 INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on Python 3.10+, 1.0.1 on 3.12+
 SYSTEM_PROMPT = "Multiply with the calculator. End with 'Final Answer: <number>'."
@@ -160,6 +160,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
         smollm2_gguf()
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    resume = start_or_resume(out, {"demo": f"agent-{recipe.task}", "seed": seed, "recipe": asdict(recipe)})
     clock = Clock()
     agent = make_agent(out, recipe.task, max_tool_turns=recipe.max_tool_turns)
 
@@ -173,12 +174,13 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
     sft = reuse_or_train(out / "sft", _train(recipe, seed, agent) | sft_settings(recipe) | {
         "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)},
-        reuse, actions.run)
+        reuse, lambda params: run_stage(params, "SFT", resume))
     clock.lap("sft")
     print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
     grpo = reuse_or_train(out / "grpo", _train(recipe, seed, agent) | grpo_settings(recipe) | {
         "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
-        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)}, reuse, actions.run)
+        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)},
+        reuse, lambda params: run_stage(params, "GRPO", resume))
     clock.lap("grpo")
     print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
           f"{recipe.eval_questions} held-out questions", flush=True)

@@ -27,6 +27,7 @@ from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
 from hello_agents_rl.workflows.reuse import reuse_or_train
+from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
         smollm2_gguf()  # before any folder: a missing wheel says so
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    resume = start_or_resume(out, {"demo": recipe.task, "seed": seed, "recipe": asdict(recipe)})
     clock = Clock()
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template -> {out / recipe.model}", flush=True)
     start = starting_model(recipe, out, seed)
@@ -130,10 +132,12 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
              else f"call the calculator {recipe.tool_rate:.0%} of the time")
     print(f"== 2/4 SFT on demonstrations that {habit}", flush=True)
-    sft = reuse_or_train(out / "sft", sft_params(str(start), out / "sft", recipe, seed), reuse, actions.run)
+    sft = reuse_or_train(out / "sft", sft_params(str(start), out / "sft", recipe, seed), reuse,
+                         lambda params: run_stage(params, "SFT", resume))
     clock.lap("sft")
     print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = reuse_or_train(out / "grpo", grpo_params(sft["model_path"], out / "grpo", recipe, seed), reuse, actions.run)
+    grpo = reuse_or_train(out / "grpo", grpo_params(sft["model_path"], out / "grpo", recipe, seed), reuse,
+                          lambda params: run_stage(params, "GRPO", resume))
     clock.lap("grpo")
     print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
           "available)", flush=True)

@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hello_agents_rl import children
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.models import gguf_cache_dir, is_adapter_dir, resolve_model_source
 
@@ -186,7 +188,8 @@ def running(model: str, host: str = "127.0.0.1", port: int | None = None, engine
                "--engine", engine]
     # its log goes to a file: a pipe nobody reads fills after 64 KB of request lines, and the server then stalls
     log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+    # a child of this process alone: it ends with it, however it ends (a demo stopped while its agents are scored)
+    server = children.start(command, die_with=signal.SIGTERM, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://{host}:{port}/v1"
     try:
         deadline = time.monotonic() + timeout_s
