@@ -67,6 +67,12 @@ def test_sft_writes_a_model_grpo_can_start_from(sft_run: dict, tiny_model: str) 
     assert any(not torch.equal(merged[name], original[name]) for name in original)
 
 
+def test_the_model_card_names_the_local_model_the_run_started_from(sft_run: dict, tiny_model: str) -> None:
+    card = (Path(sft_run["output_dir"]) / "README.md").read_text()
+    assert "huggingface.co/None" not in card and 'model="None"' not in card
+    assert f"the local model `{tiny_model}`" in card and sft_run["model_path"] in card
+
+
 def test_result_values_are_what_the_run_logged(grpo_run: tuple) -> None:
     result, out, _ = grpo_run
     logs = [m for m in _metrics(out) if "train_runtime" not in m]

@@ -84,6 +84,7 @@ def build_trainer(
     if cfg.algorithm == "sft":
         fast.use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
     keep_user_readme(trainer)
+    name_local_base(trainer, str(cfg.model_name))
     return trainer
 
 
@@ -95,3 +96,23 @@ def keep_user_readme(trainer: Any) -> None:
     readme = Path(trainer.args.output_dir) / "README.md"
     if readme.is_file() and TRL_CARD_MARK not in readme.read_text(encoding="utf-8", errors="replace"):
         trainer.create_model_card = lambda *args, **kwargs: None
+
+
+def name_local_base(trainer: Any, model_name: str) -> None:
+    """TRL's card names a hub id only, and a local starting model as "[None](https://huggingface.co/None)", with a
+    quick start that loads model="None": the card names the folder the run started from, and the model it saves."""
+    create = trainer.create_model_card
+
+    def create_model_card(*args: Any, **kwargs: Any) -> None:
+        create(*args, **kwargs)
+        readme = Path(trainer.args.output_dir) / "README.md"
+        if not trainer.is_world_process_zero() or not readme.is_file():
+            return
+        text = readme.read_text(encoding="utf-8")
+        saved = Path(trainer.args.output_dir) / "model"
+        mended = text.replace("[None](https://huggingface.co/None)", f"the local model `{model_name}`").replace(
+            'model="None"', f'model="{saved}"')
+        if mended != text:
+            readme.write_text(mended, encoding="utf-8")
+
+    trainer.create_model_card = create_model_card
