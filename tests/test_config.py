@@ -151,10 +151,40 @@ def test_trls_names_get_ours_and_every_unknown_key_is_named_at_once(params: dict
         assert text in str(refused.value)
 
 
+class _Reads:
+    """A config that records every key read of it."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg, self.read = cfg, set()
+
+    def __getattr__(self, key: str):
+        self.read.add(key)
+        return getattr(self.cfg, key)
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "grpo"])
+def test_which_algorithm_reads_a_key_matches_what_its_trainer_reads(algorithm: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONLY_FOR comes from the class a key is defined in; TRL's arguments for one algorithm never read a key of the
+    other's, and read every key of their own that TRL takes."""
+    from hello_agents_rl.config.train import ONLY_FOR
+    from hello_agents_rl.trainers import args
+    from hello_agents_rl.trainers.args import trl_args
+
+    reads = _Reads(parse({"action": "train", "algorithm": algorithm}))
+    monkeypatch.setattr(args, "uses_tools", lambda cfg: False)  # asked of every run alike, whatever its algorithm
+    trl_args(reads)  # type: ignore[arg-type]
+    other = {key for key, owner in ONLY_FOR.items() if owner != algorithm}
+    assert not reads.read & other
+    own = {key for key, owner in ONLY_FOR.items() if owner == algorithm}
+    assert own & reads.read, "the trainer's own keys are read"
+
+
 @pytest.mark.parametrize(("algorithm", "keys"), [
     ("sft", {"loss_type": "grpo", "clip_range_high": 0.3, "top_entropy_quantile": 0.2, "kl_coef": 0.1,
              "mask_truncated_completions": True, "importance_sampling_level": "sequence", "scale_rewards": "group",
              "num_generations": 8, "temperature": 0.9, "reward_type": "step"}),
+    ("sft", {"max_new_tokens": 64, "answer_checker": "math_verify", "tool_timeout": 5.0, "max_tool_turns": 2}),
     ("grpo", {"max_length": 512}),
 ])
 def test_a_key_only_the_other_algorithm_reads_is_refused(algorithm: str, keys: dict, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hello_agents_rl.config.base import Base, Count, LocalPath, ModelSource, WritableFolder, require
 from hello_agents_rl.config.checks import check_agent_keys, check_reward, check_tools, check_vllm_installed
-from hello_agents_rl.config.data import DataConfig, split_problem
+from hello_agents_rl.config.data import ANSWER_CHECKER_HELP, AnswerChecker, DataConfig, split_problem
 from hello_agents_rl.config.doctor import thresholds_problem
 from hello_agents_rl.config.loss import LossType, loss_problem
 from hello_agents_rl.errors import did_you_mean
@@ -37,63 +37,10 @@ class ModelConfig(Base):
     )
 
 
-# (algorithm, use_lora) -> learning_rate when none is given. Full GRPO keeps the book's range; LoRA trains a few
-# million weights and wants ~10x more: on SmolLM2, 1e-5 left the KL under 0.001 ("not learning") and 1e-4 learnt
-# (benchmarks/lora_lr_search.py measures it and fails when this default stops learning).
-DEFAULT_LEARNING_RATES = {("grpo", False): 1e-5, ("grpo", True): 1e-4, ("sft", False): 2e-5, ("sft", True): 2e-4}
-# Keys only one algorithm reads: given to the other, they would be ignored without a word, so they are refused.
-ONLY_FOR = {
-    **dict.fromkeys((
-        "num_generations", "temperature", "top_p", "kl_coef", "clip_range", "scale_rewards", "loss_type",
-        "importance_sampling_level", "clip_range_high", "mask_truncated_completions", "top_entropy_quantile",
-        "sapo_temperature_pos", "sapo_temperature_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
-        "vespo_lambda_neg", "dynamic_sampling", "dynamic_sampling_rounds", "steps_per_generation", "use_vllm",
-        "vllm_mode", "vllm_gpu_memory_utilization", "vllm_max_model_length", "vllm_server_host", "vllm_server_port",
-        "log_completions_steps", "kl_target", "reward_type", "reward_config", "tool_reward", "reward_failure_value",
-        "environment"), "grpo"),
-    "max_length": "sft",
-}
+class GrpoKeys(Base):
+    """The keys only GRPO reads: sampling, the loss, generation engines, rewards and the tool loop. A key defined
+    here is GRPO's by construction: SFT refuses it (ONLY_FOR is derived from these two classes)."""
 
-
-def misplaced_keys(algorithm: str, keys: set[str]) -> list[str]:
-    """The given keys that only the other algorithm reads."""
-    return sorted(key for key in keys if ONLY_FOR.get(key, algorithm) != algorithm)
-
-
-def keys_read_by(params: dict[str, Any]) -> dict[str, Any]:
-    """Keys shared by runs of either algorithm (a search's base and space, a pipeline's top level), less those this
-    run's algorithm never reads."""
-    algorithm = params.get("algorithm", "grpo")
-    return {key: value for key, value in params.items() if ONLY_FOR.get(key, algorithm) == algorithm}
-
-
-class TrainConfig(DataConfig, ModelConfig):
-    """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
-
-    one_algorithm: ClassVar[bool] = True  # every key given is for `algorithm` (a pipeline's go to the stages)
-    algorithm: Literal["sft", "grpo"] = Field("grpo", description="sft (imitation) or grpo (reinforcement learning).")
-    output_dir: WritableFolder | None = Field(None, description="Where the model, checkpoints and logs go; None = ./models/<algorithm>_model.")
-    overwrite_output_dir: bool = Field(False, description="Allow training into a folder that holds a finished run.")
-
-    # training
-    num_epochs: float = Field(3, gt=0, description="Passes over the training prompts.")
-    max_steps: Count = Field(-1, description="If > 0, stop after this many optimizer steps (overrides num_epochs).")
-    batch_size: Count = Field(
-        4, ge=1, description="Prompts (questions) per device per step; each gets num_generations completions."
-    )
-    gradient_accumulation_steps: Count = Field(1, ge=1, description="Micro-batches accumulated per optimizer step.")
-    learning_rate: float | None = Field(
-        None,
-        gt=0,
-        description="Peak learning rate; None = GRPO 1e-5 (the book: 1e-6..1e-5), 1e-4 with LoRA (measured: "
-        "docs/real_model.md); SFT 2e-5, 2e-4 with LoRA.",
-    )
-    warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps spent warming the learning rate up.")
-    lr_scheduler_type: str = Field("linear", description="transformers scheduler name (linear, cosine, constant...).")
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
-    gradient_checkpointing: bool = Field(False, description="Trade compute for memory (the book's OOM advice).")
-
-    # GRPO
     num_generations: Count = Field(4, ge=2, description="Completions per prompt: the group (the book: 4-8).")
     max_new_tokens: Count = Field(256, ge=1, description="Longest completion in tokens (the book: 256-512).")
     temperature: float = Field(0.8, gt=0, description="Sampling temperature while training (the book: 0.7-1.0).")
@@ -153,30 +100,17 @@ class TrainConfig(DataConfig, ModelConfig):
     log_completions_steps: Count = Field(
         0, ge=0, description="Every N steps write sampled completions to completions.jsonl (0 = off)."
     )
-
     kl_target: tuple[float, float] | None = Field(
         None, description="Adaptive KL: adjust kl_coef during training to keep KL in [low, high], e.g. [0.01, 0.1]."
     )
-
-    # rewards
     reward_type: Any = Field(
         "accuracy", description="accuracy, length_penalty, step, combined, or a Python callable."
     )
     reward_config: dict[str, Any] = Field(
         default_factory=dict, description="Reward parameters, e.g. target_length, step_bonus, components."
     )
-
-    # agentic RL: multi-turn tool use on TRL's tool loop (docs/agentic.md)
-    tools: list[Any] = Field(
-        default_factory=list,
-        description="Tools the model may call: built-in names (calculator, python), 'pkg.module:function' or callables.",
-    )
     environment: Any = Field(
         None, description="GRPO: a stateful class or 'pkg.module:Class' (reset(**row); public methods are its tools)."
-    )
-    agent: Any = Field(
-        None, description="Python only: a hello-agents SimpleAgent or ReActAgent; training uses its system prompt, tool "
-        "schemas, tool messages and tool-turn limit, its tools run through its own registry (docs/agentic.md).",
     )
     max_tool_turns: Count = Field(4, ge=1, description="Most tool-calling rounds per rollout (TRL's max_tool_calling_iterations).")
     tool_timeout: float = Field(
@@ -186,6 +120,82 @@ class TrainConfig(DataConfig, ModelConfig):
     tool_reward: dict[str, float] = Field(
         default_factory=dict,
         description="Tool shaping: failed_call_penalty, call_bonus; bounded so a wrong answer never outscores a right one.",
+    )
+    reward_failure_value: float | None = Field(
+        None,
+        description="Reward for a completion whose custom reward raised or returned None/NaN; None = left out of its "
+        "group's mean and std with advantage 0 (as TRL does with None).",
+    )
+    answer_checker: AnswerChecker = Field("number", description=ANSWER_CHECKER_HELP)  # training: the reward's
+
+
+class SftKeys(Base):
+    """The keys only SFT reads."""
+
+    max_length: Count = Field(1024, ge=8, description="SFT: longest tokenized example.")
+
+
+# (algorithm, use_lora) -> learning_rate when none is given. Full GRPO keeps the book's range; LoRA trains a few
+# million weights and wants ~10x more: on SmolLM2, 1e-5 left the KL under 0.001 ("not learning") and 1e-4 learnt
+# (benchmarks/lora_lr_search.py measures it and fails when this default stops learning).
+DEFAULT_LEARNING_RATES = {("grpo", False): 1e-5, ("grpo", True): 1e-4, ("sft", False): 2e-5, ("sft", True): 2e-4}
+# Keys only one algorithm reads, derived from the class that defines them: given to the other they would be ignored
+# without a word, so they are refused.
+ONLY_FOR = {key: algorithm for algorithm, keys in (("grpo", GrpoKeys), ("sft", SftKeys))
+            for key in keys.model_fields if key not in Base.model_fields}
+
+
+def misplaced_keys(algorithm: str, keys: set[str]) -> list[str]:
+    """The given keys that only the other algorithm reads."""
+    return sorted(key for key in keys if ONLY_FOR.get(key, algorithm) != algorithm)
+
+
+def keys_read_by(params: dict[str, Any]) -> dict[str, Any]:
+    """Keys shared by runs of either algorithm (a search's base and space, a pipeline's top level), less those this
+    run's algorithm never reads."""
+    algorithm = params.get("algorithm", "grpo")
+    return {key: value for key, value in params.items() if ONLY_FOR.get(key, algorithm) == algorithm}
+
+
+class TrainConfig(GrpoKeys, SftKeys, DataConfig, ModelConfig):
+    """`action: train` -- SFT or GRPO. Defaults follow section 11.4's recommendations."""
+
+    one_algorithm: ClassVar[bool] = True  # every key given is for `algorithm` (a pipeline's go to the stages)
+    algorithm: Literal["sft", "grpo"] = Field("grpo", description="sft (imitation) or grpo (reinforcement learning).")
+    output_dir: WritableFolder | None = Field(None, description="Where the model, checkpoints and logs go; None = ./models/<algorithm>_model.")
+    overwrite_output_dir: bool = Field(False, description="Allow training into a folder that holds a finished run.")
+
+    # training
+    num_epochs: float = Field(3, gt=0, description="Passes over the training prompts.")
+    max_steps: Count = Field(-1, description="If > 0, stop after this many optimizer steps (overrides num_epochs).")
+    batch_size: Count = Field(
+        4, ge=1, description="Prompts (questions) per device per step; each gets num_generations completions."
+    )
+    gradient_accumulation_steps: Count = Field(1, ge=1, description="Micro-batches accumulated per optimizer step.")
+    learning_rate: float | None = Field(
+        None,
+        gt=0,
+        description="Peak learning rate; None = GRPO 1e-5 (the book: 1e-6..1e-5), 1e-4 with LoRA (measured: "
+        "docs/real_model.md); SFT 2e-5, 2e-4 with LoRA.",
+    )
+    warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps spent warming the learning rate up.")
+    lr_scheduler_type: str = Field("linear", description="transformers scheduler name (linear, cosine, constant...).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory (the book's OOM advice).")
+
+    # GRPO
+
+
+    # rewards
+
+    # agentic RL: multi-turn tool use on TRL's tool loop (docs/agentic.md)
+    tools: list[Any] = Field(
+        default_factory=list,
+        description="Tools the model may call: built-in names (calculator, python), 'pkg.module:function' or callables.",
+    )
+    agent: Any = Field(
+        None, description="Python only: a hello-agents SimpleAgent or ReActAgent; training uses its system prompt, tool "
+        "schemas, tool messages and tool-turn limit, its tools run through its own registry (docs/agentic.md).",
     )
 
     # LoRA
@@ -201,7 +211,6 @@ class TrainConfig(DataConfig, ModelConfig):
     )
 
     # SFT
-    max_length: Count = Field(1024, ge=8, description="SFT: longest tokenized example.")
 
     # checkpoints and monitoring
     save_steps: Count = Field(500, ge=1, description="Save a checkpoint every N optimizer steps.")
@@ -223,11 +232,6 @@ class TrainConfig(DataConfig, ModelConfig):
         True, description="On CUDA out-of-memory: shrink as the book advises, resume from the last checkpoint."
     )
     skip_nonfinite_steps: bool = Field(False, description="Skip an update with a NaN/inf gradient instead of stopping.")
-    reward_failure_value: float | None = Field(
-        None,
-        description="Reward for a completion whose custom reward raised or returned None/NaN; None = left out of its "
-        "group's mean and std with advantage 0 (as TRL does with None).",
-    )
     eval_steps: Count | None = Field(None, ge=1, description="Evaluate eval_samples from eval_split every N steps.")
     eval_split: str = Field("test", description="Split used by eval_steps.")
     eval_samples: Count = Field(64, ge=1, description="Questions in the periodic evaluation.")
