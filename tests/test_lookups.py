@@ -76,6 +76,28 @@ def test_the_dataset_and_its_config_go_through_the_action_table() -> None:
         assert not set(lookups.knowledge_base("train", names)) & set(lookups.knowledge_base("test", names))
 
 
+@pytest.mark.parametrize(("config", "said"), [
+    ({"chain_lengths": 3}, "`dataset_config.chain_lengths`: calls per question, each 2, 3 or 4, as a list"),
+    ({"chain_lengths": ["2"]}, "`dataset_config.chain_lengths`"),
+    ({"early_stop_rate": 0.5}, "`dataset_config.early_stop_rate`: chain length (2, 3 or 4) -> a number in [0, 1]"),
+    ({"early_stop_rate": {"two": 0.5}}, "`dataset_config.early_stop_rate`"),
+    ({"early_stop_rate": {"5": 0.5}}, "a chain length is 2, 3 or 4"),
+    ({"distractors": "false"}, "`dataset_config.distractors`: true or false"),
+    ({"guess_rate": "0.5"}, "`dataset_config.guess_rate`: a number in [0, 1]"),
+    ("chain_lengths", "`dataset_config`: Input should be a valid dictionary"),
+])
+def test_a_wrong_type_in_dataset_config_is_refused_naming_its_key(config: object, said: str) -> None:
+    """As the book's call, the CLI and the MCP server's load_dataset all reach it: a ConfigError, never a
+    TypeError, an AttributeError, or a string read as true."""
+    from hello_agents_rl.workflows import actions
+
+    for action in ({"action": "load_dataset"}, {"action": "train", "tools": ["calculator"]}):
+        with pytest.raises(ConfigError) as refused:
+            actions.run({**action, "dataset": "lookups", "dataset_config": config})
+        assert said in str(refused.value)
+    assert lookups.LookupConfig.of({"early_stop_rate": {"2": 0.1}}).early_stop_rate == {2: 0.1, 3: 0.55, 4: 0.7}
+
+
 def _trajectory(calls: list[tuple[str, str, str]], answer: str) -> list[dict]:
     messages = []
     for tool, argument, result in calls:

@@ -23,8 +23,10 @@ import functools
 import json
 import random
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from hello_agents_rl.data.formatting import build_messages
 from hello_agents_rl.errors import ConfigError
@@ -41,33 +43,54 @@ _SYLLABLES = ("ka", "lo", "mi", "ra", "ven", "tor", "sa", "bel", "dun", "fi", "g
 TEST_QUESTIONS = 250
 
 
-@dataclass(frozen=True)
-class LookupConfig:
-    """`dataset_config` of the `lookups` dataset."""
+_LENGTHS = (2, 3, 4)
 
-    chain_lengths: tuple[int, ...] = (2, 3, 4)  # which question kinds, drawn evenly
-    distractors: bool = False  # a `weather` tool beside lookup and the calculator
-    names: str = "words"  # "Kalo Venra", "Torsa Works"; or "ids": P4821, C017, K305 (a tiny model copies digits)
-    guess_rate: float = 0.2  # the demonstrator skips the first lookup and guesses
-    early_stop_rate: dict[int, float] = field(default_factory=lambda: {2: 0.3, 3: 0.55, 4: 0.7})
+
+class LookupConfig(BaseModel):
+    """`dataset_config` of the `lookups` dataset: a schema, so a wrong type is refused naming its key, never read
+    as something else (`"false"` is not true)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chain_lengths: tuple[StrictInt, ...] = Field(
+        _LENGTHS, min_length=1, description="calls per question, each 2, 3 or 4, as a list (drawn evenly)")
+    distractors: StrictBool = Field(False, description="true or false: a `weather` tool beside lookup and the calculator")
+    names: Literal["words", "ids"] = Field(
+        "words", description='words ("Kalo Venra", "Torsa Works") or ids (P4821, C017, K305: a tiny model copies digits)')
+    guess_rate: float = Field(0.2, ge=0, le=1, strict=True,
+                              description="a number in [0, 1]: how often the demonstrator skips the first lookup and guesses")
+    early_stop_rate: dict[int, Annotated[float, Field(ge=0, le=1, strict=True)]] = Field(
+        default_factory=lambda: {2: 0.3, 3: 0.55, 4: 0.7},
+        description="chain length (2, 3 or 4) -> a number in [0, 1]: how often the demonstrator stops one call early")
+
+    @field_validator("chain_lengths", "early_stop_rate")
+    @classmethod
+    def _known_lengths(cls, value: Any) -> Any:
+        if any(length not in _LENGTHS for length in value):
+            raise ValueError(f"a chain length is 2, 3 or 4 (got {sorted(value)})")
+        return value
+
+    @field_validator("early_stop_rate")
+    @classmethod
+    def _over_the_defaults(cls, value: dict[int, float]) -> dict[int, float]:
+        return {2: 0.3, 3: 0.55, 4: 0.7, **value}
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> LookupConfig:
-        known = {"chain_lengths", "distractors", "guess_rate", "early_stop_rate", "names"}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ConfigError(f"`dataset_config.{unknown[0]}`: the lookups task has no such parameter "
-                              f"(it has: {', '.join(sorted(known))})")
-        lengths = tuple(params.get("chain_lengths", cls.chain_lengths))
-        if not lengths or any(n not in (2, 3, 4) for n in lengths):
-            raise ConfigError(f"`dataset_config.chain_lengths`: calls per question, each 2, 3 or 4 (got {list(lengths)})")
-        rates = {int(k): float(v) for k, v in params.get("early_stop_rate", {}).items()}
-        names = params.get("names", "words")
-        if names not in ("words", "ids"):
-            raise ConfigError(f"`dataset_config.names`: words or ids (got {names!r})")
-        return cls(chain_lengths=lengths, distractors=bool(params.get("distractors", False)), names=names,
-                   guess_rate=float(params.get("guess_rate", cls.guess_rate)),
-                   early_stop_rate={**cls().early_stop_rate, **rates})
+        """`params` validated, or a ConfigError naming `dataset_config.KEY` and what it takes."""
+        if not isinstance(params, dict):
+            raise ConfigError(f"`dataset_config`: a mapping of the lookups task's parameters (got {params!r})")
+        try:
+            return cls.model_validate(params)
+        except ValidationError as invalid:
+            error = invalid.errors()[0]
+            key = str(error["loc"][0]) if error["loc"] else ""
+            if error["type"] == "extra_forbidden":
+                raise ConfigError(f"`dataset_config.{key}`: the lookups task has no such parameter "
+                                  f"(it has: {', '.join(cls.model_fields)})") from None
+            takes = cls.model_fields[key].description if key in cls.model_fields else ""
+            raise ConfigError(f"`dataset_config.{key}`: {takes} (got {params.get(key)!r}: "
+                              f"{error['msg'].removeprefix('Value error, ')})") from None
 
 
 def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> str:
