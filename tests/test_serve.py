@@ -258,3 +258,21 @@ def test_a_process_stopped_while_it_serves_leaves_no_server_behind(tiny_model: s
                 return  # nothing listens: the server ended with its parent
         time.sleep(0.5)
     pytest.fail(f"the server on port {port} outlived the process that started it")
+
+
+@pytest.mark.slow
+def test_every_endpoint_answers_the_clients_model_name(tiny_model: str) -> None:
+    """A reader's client names its model "m" (HelloAgentsLLM(model="m", ...)); the one model served answers it on
+    responses as on chat completions (responses said 400, "Server is pinned to ...")."""
+    import urllib.request
+
+    from hello_agents_rl.workflows.serve import running
+
+    requests = {"chat/completions": {"messages": [{"role": "user", "content": "1"}], "max_tokens": 2},
+                "responses": {"input": "1", "max_output_tokens": 2}}
+    with running(tiny_model) as base_url:
+        for endpoint, body in requests.items():
+            request = urllib.request.Request(f"{base_url}/{endpoint}", json.dumps({"model": "m", **body}).encode(),
+                                             {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=120) as reply:
+                assert reply.status == 200, endpoint

@@ -146,7 +146,9 @@ REPLACED_METHODS = {
         ("self", "tool_messages"), "trainers/agent_run.py: a ReActAgent's Finish ends its rollout, through TRL "
         "rolling back a round whose tool messages are longer than the completion budget"),
     ("transformers.cli.serving.chat_completion", "ChatCompletionHandler", "_validate_request"): (
-        ("self", "body"), "workflows/transformers_serve.py: tool_choice refused, any model name served"),
+        ("self", "body"), "workflows/transformers_serve.py: tool_choice refused"),
+    ("transformers.cli.serving.utils", "BaseHandler", "_resolve_model"): (
+        ("self", "body"), "workflows/transformers_serve.py: any model name served, on every endpoint"),
     ("transformers.cli.serving.chat_completion", "", "parse_assistant_message"): (
         ("processor", "model", "generated_ids", "input_ids", "cleaned_content"),
         "workflows/transformers_serve.py: a reply whose tool call max_tokens cut short is returned as its text"),

@@ -1,8 +1,9 @@
 """`transformers serve`, with two changes to how it reads a chat request and one to how it answers.
 
-- It serves one model, so any `model` name in a request gets that model: the reader's agent is written
-  `HelloAgentsLLM(model="m", base_url=...)`, and a server pinned to a folder path would answer any other name
-  with a 400 that hello-agents swallows (the agent's answer is then empty).
+- It serves one model, so any `model` name in a request gets that model, on every endpoint (chat completions,
+  completions, responses): the reader's agent is written `HelloAgentsLLM(model="m", base_url=...)`, and a server
+  pinned to a folder path would answer any other name with a 400 that hello-agents swallows (the agent's answer
+  is then empty).
 - It refuses what it would otherwise ignore without a word: transformers serve (5.24) always lets the model
   choose whether to call a tool, accepting `tool_choice` and ignoring it (a warning in the server's log only).
   "auto", what hello-agents agents send, is what it does anyway; "none", "required" or a named function would be
@@ -34,11 +35,11 @@ def tool_choice_problem(body: dict[str, Any]) -> str | None:
             "no call, use an engine that honours tool_choice (hello-agents-rl serve --engine vllm).")
 
 
-def _replaceable(owner: str, name: str) -> None:
-    """Stop the server where transformers' chat_completion no longer has `owner.name` as coupling.py expects."""
+def _replaceable(owner: str, name: str, module: str = "transformers.cli.serving.chat_completion") -> None:
+    """Stop the server where transformers' `module` no longer has `owner.name` as coupling.py expects."""
     from hello_agents_rl.coupling import replaced_blocker
 
-    problem = replaced_blocker("transformers.cli.serving.chat_completion", owner, name)
+    problem = replaced_blocker(module, owner, name)
     if problem:
         raise SystemExit(f"hello-agents-rl serve: {problem}; use the transformers version in requirements.lock, or "
                          "--engine vllm")
@@ -46,7 +47,7 @@ def _replaceable(owner: str, name: str) -> None:
 
 def read_requests_as_served() -> None:
     """ChatCompletionHandler._validate_request (coupling.py checks its signature): the tool_choice check, then
-    transformers' own, then the request's model name set to the one model served."""
+    transformers' own."""
     from fastapi import HTTPException
     from transformers.cli.serving.chat_completion import ChatCompletionHandler
 
@@ -58,10 +59,24 @@ def read_requests_as_served() -> None:
         if problem:
             raise HTTPException(status_code=400, detail=problem)
         validate(self, body)
-        if self.model_manager.force_model is not None:
-            body["model"] = self.model_manager.force_model
 
     ChatCompletionHandler._validate_request = checked
+
+
+def serve_any_model_name() -> None:
+    """BaseHandler._resolve_model, where every endpoint reads the request's model (coupling.py checks its signature):
+    the one model served, whatever name the client sent."""
+    from transformers.cli.serving.utils import BaseHandler
+
+    _replaceable("BaseHandler", "_resolve_model", "transformers.cli.serving.utils")
+    resolve = BaseHandler._resolve_model
+
+    def pinned(self: Any, body: dict) -> Any:
+        if self.model_manager.force_model is not None:
+            body["model"] = self.model_manager.force_model
+        return resolve(self, body)
+
+    BaseHandler._resolve_model = pinned
 
 
 def answer_cut_tool_calls_as_text() -> None:
@@ -82,6 +97,7 @@ def answer_cut_tool_calls_as_text() -> None:
 
 def main() -> None:
     read_requests_as_served()
+    serve_any_model_name()
     answer_cut_tool_calls_as_text()
     from transformers.cli.transformers import main as transformers_cli
 
