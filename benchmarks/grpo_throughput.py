@@ -289,6 +289,7 @@ def main() -> None:
     started = time.time()
     shape = roofline.ModelShape.from_config(model_path, lora_rank=LEARNING["lora_r"])
     machines: dict[str, roofline.Machine] = {}
+    host = roofline.cpu()  # the CPU every figure holds for, in each run's record
     for workload in args.workloads.split(","):
         spec = WORKLOADS[workload]
         machines[workload] = roofline.measure(shape, spec["prompts"] * spec["generations"],
@@ -297,7 +298,7 @@ def main() -> None:
         for rep in range(args.repeats):
             order = variants if rep % 2 == 0 else variants[::-1]  # alternate who goes first
             for variant in order:
-                result = spawn(variant, workload, rep, model_path, workdir)
+                result = spawn(variant, workload, rep, model_path, workdir) | {"host": host}
                 results.append(result)
                 print(f"  {workload} seed {rep} {variant:<9} {result['completions_per_s']:7.1f} compl/s "
                       f"{result['train_wall_s']:6.1f} s wall {result['train_cpu_s']:6.1f} s cpu "

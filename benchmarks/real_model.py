@@ -271,6 +271,7 @@ def main() -> int:
 
     shape = roofline.ModelShape.from_config(resolve_model_source(args.model), lora_rank=LORA_RANK)
     machines: dict[str, roofline.Machine] = {}
+    host = roofline.cpu()  # the CPU every figure holds for, in each run's record
     for workload in workloads:
         prompts, gens = (int(x) for x in workload.split("x"))
         # a training chunk is one prompt group: ~a prompt plus gens completions
@@ -280,7 +281,7 @@ def main() -> int:
             variants = args.variants.split(",")
             order = variants if rnd % 2 == 0 else variants[::-1]
             for variant in order:
-                r = spawn(variant, workload, rnd, args)
+                r = spawn(variant, workload, rnd, args) | {"host": host}
                 results.append(r)
                 if "failed" in r:
                     print(f"  {workload} round {rnd} {variant:<4} FAILED: {r['failed']}", flush=True)

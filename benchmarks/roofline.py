@@ -17,6 +17,7 @@ prompt's keys and values once (a group's rows share them) and each row's own com
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -225,8 +226,36 @@ def generation_over_batches(shape: ModelShape, batches: list[BatchCounts], machi
                      roofs.pop() if len(roofs) == 1 else "mixed: " + " / ".join(sorted(roofs)))
 
 
+VECTOR_EXTENSIONS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "asimd", "sve")
+
+
+def cpu() -> dict[str, Any]:
+    """The CPU a speed figure holds for: its model, the vector extensions that change torch's kernels, the kernel
+    level torch picked, and the cores. Recorded beside every run, since a ratio to plain TRL moves with them."""
+    import platform
+
+    import torch
+
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "unknown")()
+    return {"model": fields.get("model name") or platform.processor() or platform.machine(),
+            "extensions": [flag for flag in VECTOR_EXTENSIONS if flag in flags], "torch_kernels": capability,
+            "cores": os.cpu_count()}
+
+
+def cpu_line(host: dict[str, Any] | None) -> str:
+    """`host` (cpu()) in words; an older record without one says so."""
+    if not host:
+        return "CPU not recorded"
+    return (f"{host['model']}, {host['cores']} cores, {', '.join(host['extensions']) or 'no AVX2'}"
+            f" (torch kernels: {host['torch_kernels']})")
+
+
 def machine_line(machine: Machine) -> str:
-    return (f"fp32 matrix products at the model's shapes: {machine.gemm_decode_gflops:.0f} GFLOP/s at "
+    return (f"{cpu_line(cpu())}: fp32 matrix products at the model's shapes: {machine.gemm_decode_gflops:.0f} GFLOP/s at "
             f"{machine.decode_rows} rows (a decode step), {machine.gemm_chunk_gflops:.0f} GFLOP/s at "
             f"{machine.chunk_rows} rows (a training chunk); memory read bandwidth {machine.bandwidth_gbs:.1f} GB/s; "
             f"{machine.threads} torch threads")

@@ -47,6 +47,7 @@ def record(files: list[Path], commands: list[str]) -> dict:
                    for v, rs in by.items()}
             med = {v: {k: round(x, 3) for k, x in figures.items()} for v, figures in raw.items()}
             out[workload] = {"baseline": baseline, "target": target, "rounds": len(by["ours"]), "command": command,
+                             "host": by["ours"][0].get("host"),
                              "ratio": round(raw["ours"]["completions_per_s"] / raw[baseline]["completions_per_s"], 2),
                              "rss_ratio": round(raw["ours"]["peak_rss_mb"] / raw[baseline]["peak_rss_mb"], 2),
                              "ours": med["ours"], "base": med[baseline],
@@ -56,8 +57,10 @@ def record(files: list[Path], commands: list[str]) -> dict:
 
 
 def render_readme(recorded: dict) -> str:
+    from roofline import cpu_line
+
     lines = ["| workload | ours: completions/s, s/step | baseline | baseline: completions/s, s/step | ratio "
-             "(per round) | target | peak RSS ratio |", "|---|---|---|---|---|---|---|"]
+             "(per round) | target | peak RSS ratio | measured on |", "|---|---|---|---|---|---|---|---|"]
     for workload in MODEL:
         if workload not in recorded:
             continue
@@ -68,7 +71,7 @@ def render_readme(recorded: dict) -> str:
                      f"| {BASELINE[r['baseline']]} | {r['base']['completions_per_s']:.3g}, {r['base']['s_per_step']:.3g} "
                      f"| **{ratio:.2f}x** ({', '.join(f'{x:.2f}' for x in r['per_round'])}) "
                      f"| >= {r['target']:g}x: {verdict} "
-                     f"| {r['rss_ratio']:.2f}x |")
+                     f"| {r['rss_ratio']:.2f}x | {cpu_line(r.get('host'))} |")
     commands = list(dict.fromkeys(r["command"] for r in recorded.values()))
     return ("\n".join(lines) + "\n\nMedians over rounds, variants alternating, each run its own process. Commands: "
             + "; ".join(f"`{c}`" for c in commands) + ". Roofline tables (each phase against the machine's own "

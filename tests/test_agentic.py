@@ -121,6 +121,25 @@ class Shop:
         return f"{len(self.basket)} items"
 
 
+def add(item: str) -> str:
+    """Add an item to a list.
+
+    Args:
+        item: the item
+    """
+    return item
+
+
+def test_a_tool_and_an_environment_method_of_one_name_are_refused_naming_both() -> None:
+    """TRL would join the two lists silently, and the model would see two tools named `add`."""
+    from hello_agents_rl.workflows.actions import parse
+
+    with pytest.raises(ConfigError, match=r"`tools` and `environment`: both have a tool named 'add' \(the tool 'add' "
+                                          r"and the environment's method add\)"):
+        parse({"action": "train", "tools": [add], "environment": Shop})
+    assert parse({"action": "train", "tools": ["calculator"], "environment": Shop}).environment is Shop
+
+
 def test_environment_methods_are_guarded_and_keep_their_schema() -> None:
     from transformers.utils import get_json_schema
 

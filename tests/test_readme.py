@@ -162,3 +162,20 @@ def test_the_lookups_tables_are_the_recorded_runs() -> None:
         assert table in shown and all(verdict in shown for verdict in verdicts), (
             f"run: benchmarks/demo_lookups_seeds.py --reuse --doc{' --agent' if 'agent' in block else ''}"
             f"{' --model smollm2' if model != 'tiny' else ''}")
+
+
+def test_every_benchmark_command_in_the_docs_names_variants_that_exist() -> None:
+    """A reader copies a command from the docs: `ours-<switch>` must name switches of trainers/fast/switches.py, and
+    every other variant one the benchmark runs (a historical block once named a removed kernel)."""
+    from hello_agents_rl.trainers.fast.switches import OPTIMISATIONS
+
+    plain = {"ours", "trl", "trl_gc", "trl_tuned", "vllm", "ours_unchunked"}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = [(page.name, variant) for page in pages for found in re.findall(r"--variants ([\w,+\-]+)", page.read_text())
+             for variant in found.split(",")]
+    assert named
+    unknown = [(page, variant) for page, variant in named
+               if not (variant in plain or re.fullmatch(r"ours_chunk\d+", variant)
+                       or (variant.startswith("ours-")
+                           and set(variant.removeprefix("ours-").split("+")) <= set(OPTIMISATIONS)))]
+    assert unknown == []

@@ -11,7 +11,7 @@ from typing import Any
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import build_reward, with_tool_shaping
-from hello_agents_rl.rollouts.tool_registry import resolve_environment, resolve_tools
+from hello_agents_rl.rollouts.tool_registry import public_methods, resolve_environment, resolve_tools
 
 
 def check_agentic(
@@ -29,7 +29,12 @@ def check_agentic(
                 "`environment`: SFT does not run rollouts, so an environment has nothing to do there. Fix: drop "
                 "`environment` for SFT (give `tools` so the prompts list them) and use it for GRPO."
             )
-        resolve_environment(environment)
+        methods = public_methods(resolve_environment(environment))
+        both = sorted(set(methods) & {getattr(tool, "__name__", "") for tool in resolve_tools(tools)})
+        if both:  # TRL joins the two lists, and the model would see two tools of one name
+            raise ConfigError(f"`tools` and `environment`: both have a tool named {both[0]!r} (the tool "
+                              f"{both[0]!r} and the environment's method {both[0]}). Fix: rename one of them, or "
+                              "drop the tool and keep the environment's method")
     if tool_reward:  # the reward layer checks the shaping within its one bound
         with_tool_shaping(reward or build_reward(), tool_reward, max_tool_turns)
     if tool_reward and not tools and environment is None:
