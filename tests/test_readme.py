@@ -179,3 +179,10 @@ def test_every_benchmark_command_in_the_docs_names_variants_that_exist() -> None
                        or (variant.startswith("ours-")
                            and set(variant.removeprefix("ours-").split("+")) <= set(OPTIMISATIONS)))]
     assert unknown == []
+
+
+def test_make_demo_runs_the_recipe_the_readmes_table_measured() -> None:
+    """A newcomer's `make demo` figures must match a row of the table: the same recipe (quick or full)."""
+    measured = json.loads((ROOT / "docs" / "demo_seeds.json").read_text())["command"]
+    demo = next(line for line in _make_recipe("demo") if "hello-agents-rl demo" in line)
+    assert ("--quick" in measured.split()) == ("--quick" in demo.split()), (measured, demo)
