@@ -6,6 +6,7 @@ import importlib.util
 import io
 import json
 import re
+import statistics
 import tokenize
 from pathlib import Path
 
@@ -186,3 +187,13 @@ def test_make_demo_runs_the_recipe_the_readmes_table_measured() -> None:
     measured = json.loads((ROOT / "docs" / "demo_seeds.json").read_text())["command"]
     demo = next(line for line in _make_recipe("demo") if "hello-agents-rl demo" in line)
     assert ("--quick" in measured.split()) == ("--quick" in demo.split()), (measured, demo)
+
+
+def test_the_agent_lookups_sentence_quotes_its_recorded_seeds() -> None:
+    runs = [json.loads((ROOT / "docs" / "runs" / "agent_lookups" / f"seed{seed}.json").read_text()) for seed in (0, 1, 2)]
+    sft_minutes = round(statistics.median(run["train_runtime_s"]["sft"] for run in runs) / 60)
+    grpo = sorted(round(run["train_runtime_s"]["grpo"] / 60) for run in runs)
+    improved = [run for run in runs if run["grpo"]["accuracy"] > run["sft"]["accuracy"]]
+    assert f"SFT {sft_minutes} minutes, GRPO {grpo[0]}-{grpo[-1]}" in " ".join(README.split())
+    assert f"improved {['no', 'one', 'two', 'every'][len(improved)]} seed of three" in " ".join(README.split())
+    assert all(f"{run['sft']['accuracy']:.1%} -> {run['grpo']['accuracy']:.1%}" in README for run in improved)
