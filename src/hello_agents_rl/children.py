@@ -91,8 +91,10 @@ def start(args: list[str], die_with: int = signal.SIGKILL, **popen: Any) -> subp
     return _the_spawner().run(lambda: subprocess.Popen(args, preexec_fn=in_child, **popen))
 
 
-def die_with_parent(die_with: int = signal.SIGTERM) -> None:
-    """Ask for `die_with` when this process's parent ends: for a process this package did not start itself (a test
-    worker), whose parent's spawning thread lives as long as the parent."""
+def die_with_parent(parent: int, die_with: int = signal.SIGTERM) -> None:
+    """Ask for `die_with` when this process's parent (`parent`, its pid) ends: for a process this package did not
+    start itself (a test worker), whose parent forked it from a thread that lives as long as the parent."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, int(die_with))
+        if os.getppid() != parent:  # the parent died before the request: nobody will signal
+            os.kill(os.getpid(), int(die_with))
