@@ -118,6 +118,16 @@ def documented_settings() -> dict[str, dict]:
     return settings
 
 
+def test_the_documented_own_agent_example_is_complete() -> None:
+    """A reader copies the block as it is: its Tool classes and imports are in it (they were only in this test)."""
+    from test_quick_start import undefined_names
+
+    text = (SRC.parent / "docs" / "agentic.md").read_text(encoding="utf-8")
+    section = text[text.index("### Your own questions, tools and agent"):]
+    code = section[section.index("```python") + len("```python"):]
+    assert undefined_names(code[:code.index("```")]) == []
+
+
 def test_the_documented_own_agent_example_names_the_settings_this_test_trains_with() -> None:
     settings = documented_settings()
     assert set(settings) == {"sft", "grpo"}

@@ -30,11 +30,10 @@ def test_both_languages_give_the_same_commands_and_the_same_call() -> None:
     assert _call_arguments(_book_call(ENGLISH)) == _call_arguments(_book_call(CHINESE))
 
 
-def test_the_agent_snippet_defines_every_name_it_uses_and_starts_from_a_model_a_make_target_leaves() -> None:
-    """The snippet once used an undefined `MyCalculator`, a `./models/sft` nothing made, and no hello-agents Config."""
+def undefined_names(snippet: str) -> list[str]:
+    """The names a snippet reads that it neither imports, defines nor assigns (a reader's NameError)."""
     import builtins
 
-    snippet = next(block for block in re.findall(r"```python\n(.*?)```", ENGLISH, re.S) if '"agent": agent' in block)
     tree = ast.parse(snippet)
     defined = set(dir(builtins)) | {alias.asname or alias.name for node in ast.walk(tree)
                                     if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
@@ -42,7 +41,14 @@ def test_the_agent_snippet_defines_every_name_it_uses_and_starts_from_a_model_a_
     defined |= {node.name for node in ast.walk(tree) if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
     defined |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments) for arg in node.args}
     used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-    assert used <= defined, sorted(used - defined)
+    return sorted(used - defined)
+
+
+def test_the_agent_snippet_defines_every_name_it_uses_and_starts_from_a_model_a_make_target_leaves() -> None:
+    """The snippet once used an undefined `MyCalculator`, a `./models/sft` nothing made, and no hello-agents Config."""
+    snippet = next(block for block in re.findall(r"```python\n(.*?)```", ENGLISH, re.S) if '"agent": agent' in block)
+    tree = ast.parse(snippet)
+    assert undefined_names(snippet) == []
     assert "Config(" in snippet, "hello-agents 1.0.0's default Config adds tools of its own and writes files"
     start = next(value.value for node in ast.walk(tree) if isinstance(node, ast.Dict)
                  for key, value in zip(node.keys, node.values)
