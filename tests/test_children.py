@@ -45,7 +45,7 @@ def test_a_worker_started_from_a_thread_that_exits_still_answers() -> None:
 def test_a_worker_killed_while_idle_is_replaced_before_the_call_is_lost() -> None:
     first = bounded.call("os:getpid", bound=30)
     os.kill(first, signal.SIGKILL)
-    for worker in [w for ws in bounded._idle.values() for w in ws]:
+    for worker in [w for ws in bounded._idle.values() for w in ws if w.process.pid == first]:
         worker.process.wait(5)
     second = bounded.call("os:getpid", bound=30)  # no WorkerDied, no BrokenPipeError
     assert second != first

@@ -25,7 +25,8 @@ def test_readme_parameter_tables_match_the_config() -> None:
 def _make_recipe(target: str) -> list[str]:
     """The commands of one Makefile target (its tab-indented lines)."""
     lines = (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(rf"{re.escape(target)}:", line))
+    start = next(i for i, line in enumerate(lines)  # the rule, not a target-specific variable (`test: export X=1`)
+                 if re.match(rf"{re.escape(target)}:(?!\s*export )", line))
     recipe = []
     for line in lines[start + 1:]:
         if not line.startswith("\t"):
