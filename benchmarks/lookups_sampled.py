@@ -17,17 +17,17 @@ import json
 from pathlib import Path
 
 from hello_agents_rl.data import lookups
-from hello_agents_rl.workflows.demo_agent import ask_agent, held_out_rows
+from hello_agents_rl.workflows.demo_agent import ask_all, held_out_rows
 from hello_agents_rl.workflows.demo_tool_use import Recipe
 from hello_agents_rl.workflows.serve import running, served_model_id
 
 
 def sampled_right(model_path: Path, questions: list[dict], recipe: Recipe, samples: int, temperature: float,
                   scratch: Path) -> tuple[int, int]:
-    with running(str(model_path)) as base_url:
+    with running(str(model_path), batching=True) as base_url:
         model = served_model_id(base_url)
-        right = sum(ask_agent(base_url, model, row, recipe, scratch, temperature)["correct"]
-                    for row in questions for _ in range(samples))
+        right = sum(d["correct"] for d in ask_all(base_url, model, [row for row in questions for _ in range(samples)],
+                                                  recipe, scratch, temperature))
     return right, len(questions) * samples
 
 

@@ -99,3 +99,32 @@ def test_the_react_agent_demo_runs_on_smollm2(smollm2: Path, hello_agents_100: V
         assert len((tmp_path / name / "agent_details.jsonl").read_text().splitlines()) == 3
     assert results["cpu_seconds"]["grpo"] > 0  # the GRPO phase's CPU time, the SmolLM2 target's measure
     assert 0 < results["train_cpu_s"]["grpo"] <= results["cpu_seconds"]["grpo"]  # kept by the run, for --reuse
+
+
+CONCURRENT = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+from hello_agents_rl.models.packaged import smollm2_tool_model
+from hello_agents_rl.workflows.demo_agent import run_agent
+from hello_agents_rl.workflows.demo_tool_use import SMOLLM2_LOOKUPS
+
+out = Path(sys.argv[1])
+model = str(smollm2_tool_model(out / "smollm2"))
+recipe = replace(SMOLLM2_LOOKUPS, eval_questions=8, max_new_tokens=96)
+print(json.dumps({clients: run_agent(model, recipe, out / f"details_{clients}.jsonl", clients) for clients in (1, 8)}))
+"""
+
+
+@pytest.mark.slow
+def test_the_agents_asked_at_once_give_the_records_of_one_at_a_time(hello_agents_100: Venv, smollm2: Path,
+                                                                    tmp_path: Path) -> None:
+    """The demo's evaluation asks its questions concurrently against a server that batches them: every per-question
+    record (answer, tool calls, verdict, error) is the one the sequential run gives, in question order.
+    benchmarks/agent_eval_speed.py measures the speed-up."""
+    printed = hello_agents_100.run("-c", CONCURRENT, tmp_path, timeout=900, env={
+        "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"})
+    runs = json.loads(printed.strip().splitlines()[-1])
+    assert len(runs["1"]) == 8 and [d["question"] for d in runs["1"]] == [d["question"] for d in runs["8"]]
+    assert runs["1"] == runs["8"]
+    assert any(d["calls"] for d in runs["1"]), "the agents called their tools: the records hold more than an answer"

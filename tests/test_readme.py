@@ -198,3 +198,8 @@ def test_the_agent_lookups_sentence_quotes_its_recorded_seeds() -> None:
     assert f"SFT {sft_minutes} minutes, GRPO {grpo[0]}-{grpo[-1]}" in " ".join(README.split())
     assert f"improved {['no', 'one', 'two', 'every'][len(improved)]} seed of three" in " ".join(README.split())
     assert all(f"{run['sft']['accuracy']:.1%} -> {run['grpo']['accuracy']:.1%}" in README for run in improved)
+
+
+def test_the_agent_evaluation_speed_is_the_recorded_benchmark() -> None:
+    assert read_block("agent-eval-speed") == _rendered("agent_eval_speed", "agent_eval_speed.json"), (
+        "run: benchmarks/agent_eval_speed.py MODEL --smollm2 --record")

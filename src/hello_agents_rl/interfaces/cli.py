@@ -126,6 +126,9 @@ def _agent_parsers(sub: Any) -> None:
                        help="auto: vLLM on a CUDA GPU when installed, else transformers serve.")
     serve.add_argument("--merged-dir", help="Where an adapter's merge goes; default $HELLO_AGENTS_CACHE/merged (~/.cache/hello_agents_rl/merged).")
     serve.add_argument("--dry-run", action="store_true", help="Print the engine command instead of running it.")
+    serve.add_argument("--batching", action="store_true",
+                       help="transformers serve: decode requests that arrive together as one batch (continuous "
+                            "batching; vLLM always does). Many clients at once, e.g. an agent's evaluation.")
     serve.add_argument("--load-in-8bit", action="store_true",
                        help="Load the weights in 8 bits (bitsandbytes, CUDA GPU only; refused elsewhere).")
     jobs = sub.add_parser("jobs", help="List, follow, cancel or collect background jobs in a job store.")
@@ -228,7 +231,7 @@ def _agent_command(args: argparse.Namespace) -> int:
         from hello_agents_rl.workflows.serve import serve as serve_model
 
         return serve_model(args.model, args.host, args.port, args.engine, args.merged_dir, args.dry_run,
-                           args.load_in_8bit)
+                           args.load_in_8bit, args.batching)
     from hello_agents_rl.workflows.jobs import JobManager
 
     manager = JobManager(args.jobs_dir)

@@ -22,6 +22,7 @@ import inspect
 import io
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -235,27 +236,40 @@ def held_out_rows(recipe: Recipe) -> Any:
     return rows.select(range(recipe.eval_questions))
 
 
-def run_agent(model_path: str, recipe: Recipe, details_path: Path) -> list[dict[str, Any]]:
-    """Each held-out question through agent.run against the served model: one fresh agent per question."""
-    with running(model_path) as base_url:
+EVAL_CLIENTS = 16  # questions asked at once; the server decodes them as one batch (measured: docs/agentic.md)
+
+
+def run_agent(model_path: str, recipe: Recipe, details_path: Path, clients: int = EVAL_CLIENTS
+              ) -> list[dict[str, Any]]:
+    """Each held-out question through agent.run against the served model, one fresh agent per question, `clients`
+    questions at a time against a server that batches them; the records in question order, as one at a time."""
+    with running(model_path, batching=clients > 1) as base_url:
         model = served_model_id(base_url)  # before any question: an agent whose calls fail is no measurement
-        details = [ask_agent(base_url, model, row, recipe, details_path.parent) for row in held_out_rows(recipe)]
+        details = ask_all(base_url, model, list(held_out_rows(recipe)), recipe, details_path.parent, clients=clients)
     details_path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details), encoding="utf-8")
     return details
+
+
+def ask_all(base_url: str, model: str, rows: list[dict[str, Any]], recipe: Recipe, folder: Path,
+            temperature: float = 0.0, clients: int = EVAL_CLIENTS) -> list[dict[str, Any]]:
+    """ask_agent for every row, `clients` at a time, in the rows' order. hello-agents prints each tool it registers
+    and each step: silenced once here, since redirecting stdout per thread would restore the wrong stream."""
+    with contextlib.redirect_stdout(io.StringIO()), ThreadPoolExecutor(max(clients, 1)) as pool:
+        return list(pool.map(lambda row: ask_agent(base_url, model, row, recipe, folder, temperature), rows))
 
 
 def ask_agent(base_url: str, model: str, row: dict[str, Any], recipe: Recipe, folder: Path,
               temperature: float = 0.0) -> dict[str, Any]:
     """One question through a fresh agent's agent.run against the served model: its answer, whether it is right,
-    the tool calls its Tools recorded, and the reason where the run failed."""
+    the tool calls its Tools recorded, and the reason where the run failed (prints as the agent prints: ask_all
+    silences them)."""
     calls: list[list[str]] = []
-    with contextlib.redirect_stdout(io.StringIO()):  # hello-agents prints each tool it registers, each step
-        agent = make_agent(folder, recipe.task, base_url, model, recipe.max_new_tokens, calls, recipe.max_tool_turns,
-                           temperature)
-        try:
-            answer, error = agent.run(row["question"]), None
-        except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
-            answer, error = "", f"{type(failure).__name__}: {failure}"
+    agent = make_agent(folder, recipe.task, base_url, model, recipe.max_new_tokens, calls, recipe.max_tool_turns,
+                       temperature)
+    try:
+        answer, error = agent.run(row["question"]), None
+    except Exception as failure:  # noqa: BLE001 - a run that fails is a wrong answer, kept with its reason
+        answer, error = "", f"{type(failure).__name__}: {failure}"
     return {"question": row["question"], "ground_truth": row["ground_truth"], "answer": answer,
             "correct": is_correct(answer, row["ground_truth"]), "calls": calls, "error": error}
 

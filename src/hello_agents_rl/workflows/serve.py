@@ -131,8 +131,9 @@ def check_8bit(engine: str) -> str:
 
 
 def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
-         merged_dir: str | None = None, load_in_8bit: bool = False) -> ServePlan:
-    """Validate everything, merge an adapter if needed, and say which command will serve it."""
+         merged_dir: str | None = None, load_in_8bit: bool = False, batching: bool = False) -> ServePlan:
+    """Validate everything, merge an adapter if needed, and say which command will serve it. `batching`: requests
+    that arrive together are decoded together (transformers' continuous batching; vLLM always does)."""
     chosen = check_8bit(engine) if load_in_8bit else pick_engine(engine)  # both before anything is merged
     folder, notes = model_folder(model, merged_dir)
     # The chat template as evaluation renders it: Qwen3's thinking mode off unless the run recorded otherwise.
@@ -149,6 +150,8 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
                    "--host", host, "--port", str(port), "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
         if load_in_8bit:
             command += ["--quantization", "bnb-8bit"]
+        if batching:
+            command += ["--continuous-batching"]
     system = recorded.get("system_prompt")
     if system:
         notes.append(f"trained with the system prompt {system!r}: send it as the first message for the same answers")
@@ -156,10 +159,11 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
 
 
 def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
-          merged_dir: str | None = None, dry_run: bool = False, load_in_8bit: bool = False) -> int:
+          merged_dir: str | None = None, dry_run: bool = False, load_in_8bit: bool = False,
+          batching: bool = False) -> int:
     if not dry_run:  # a dry run only prints the command
         check_port_free(host, port)
-    served = plan(model, host, port, engine, merged_dir, load_in_8bit)
+    served = plan(model, host, port, engine, merged_dir, load_in_8bit, batching)
     for note in served.notes:
         print(f"[serve] {note}", file=sys.stderr)
     print(f"[serve] {served.engine}: OpenAI-compatible API at {served.base_url} (model={served.model!r})",
@@ -173,9 +177,9 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "
 
 @contextmanager
 def running(model: str, host: str = "127.0.0.1", port: int | None = None, engine: str = "transformers",
-            timeout_s: float = 180.0) -> Iterator[str]:
+            timeout_s: float = 180.0, batching: bool = False) -> Iterator[str]:
     """`hello-agents-rl serve MODEL` in a child process (a free port when none is given) until the block ends; yields
-    its base URL once it answers."""
+    its base URL once it answers. `batching`: concurrent requests are decoded together (`serve --batching`)."""
     import subprocess
     import time
     import urllib.request
@@ -185,7 +189,7 @@ def running(model: str, host: str = "127.0.0.1", port: int | None = None, engine
             probe.bind((host, 0))
             port = probe.getsockname()[1]
     command = [sys.executable, "-m", "hello_agents_rl.cli", "serve", model, "--host", host, "--port", str(port),
-               "--engine", engine]
+               "--engine", engine, *(["--batching"] if batching else [])]
     # its log goes to a file: a pipe nobody reads fills after 64 KB of request lines, and the server then stalls
     log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
     # a child of this process alone: it ends with it, however it ends (a demo stopped while its agents are scored)
