@@ -20,10 +20,11 @@ from pathlib import Path
 
 ARM = """
 import json, sys
-from hello_agents_rl.workflows.demo_tool_use import Recipe, train_grpo
+from hello_agents_rl.workflows import actions
+from hello_agents_rl.workflows.demo_tool_use import Recipe, grpo_params
 from pathlib import Path
 recipe = Recipe(grpo_steps=int(sys.argv[3]))
-result = train_grpo(sys.argv[1], Path(sys.argv[2]), recipe, seed=0)
+result = actions.run(grpo_params(sys.argv[1], Path(sys.argv[2]), recipe, seed=0))
 print("RESULT " + json.dumps({"train_runtime_s": result["train_runtime_s"], "rollouts": result["tools"]["rollouts"],
                                "reward": result["average_reward"]}))
 """

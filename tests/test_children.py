@@ -162,3 +162,18 @@ def test_a_stopped_make_test_leaves_no_process_behind(tmp_path: Path) -> None:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+def _count_then_crash(path: str) -> None:
+    with open(path, "a") as runs:
+        runs.write("ran\n")
+    os._exit(3)
+
+
+def test_a_call_that_kills_its_worker_runs_once_and_says_how_it_ended(tmp_path: Path) -> None:
+    for _ in range(2):  # two warm workers, as the pool keeps
+        bounded.call("os:getpid", bound=30)
+    runs = tmp_path / "runs"
+    with pytest.raises(bounded.WorkerDied, match="exit code 3"):
+        bounded.call("test_children:_count_then_crash", str(runs), bound=30)
+    assert runs.read_text() == "ran\n", "a call is never sent twice: it may have done its work"

@@ -155,6 +155,8 @@ def test_a_right_chain_padded_with_calls_earns_no_more_than_the_honest_chain(nam
     for pad in padding:
         padded = [*question.calls[:2], pad, *question.calls[2:], pad]
         assert score(padded) <= honest + 1e-9, pad
+    echoed = [("lookup", "777", "{'error': \"no entry named '777'\"}"), ("calculator", "777 * 777", "603729")]
+    assert score([*question.calls, *echoed]) <= honest + 1e-9, "a made-up value an error echoed is not seen"
 
 
 @pytest.mark.slow

@@ -107,6 +107,13 @@ def _give_back(worker: _Worker, preload: tuple[str, ...]) -> None:
     worker.kill()
 
 
+def _exit_code(worker: _Worker) -> int | None:
+    try:
+        return worker.process.wait(5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _discard(worker: _Worker) -> None:
     with _lock:
         _live.discard(worker)
@@ -136,10 +143,11 @@ def _stop_all() -> None:
 
 def stream(target: str, *args: Any, bound: float, preload: tuple[str, ...] = ()) -> Generator[Any, None, None]:
     """The items `module:function`(*args) yields (or its one return value), each within `bound` seconds of the
-    last; Overran (the worker killed) past it, WorkerDied if a fresh worker ends during the call (a warm one that
-    ended before answering is replaced once). An exception raised there is raised here."""
+    last; Overran (the worker killed) past it, WorkerDied if the worker ends during the call (a warm one that ended
+    while idle, its pipe refusing the call, is replaced first: the call never runs twice). An exception raised there
+    is raised here."""
     worker, warm = _take(preload)
-    sent = answered = finished = False
+    sent = finished = False
     try:
         while True:
             try:
@@ -150,13 +158,11 @@ def stream(target: str, *args: Any, bound: float, preload: tuple[str, ...] = ())
                     raise Overran(f"{target} took longer than {bound:g} s")
                 message = worker.receive.recv()
             except (EOFError, OSError):
-                if warm and not answered:  # ended while idle: the call has not begun, and a fresh worker takes it
+                if warm and not sent:  # ended while idle (its pipe refused the call): a fresh worker takes it
                     _discard(worker)
                     worker, warm = _take(preload)
-                    sent = False
                     continue
-                raise WorkerDied(f"{target}'s worker ended (exit code {worker.process.poll()})") from None
-            answered = True
+                raise WorkerDied(f"{target}'s worker ended (exit code {_exit_code(worker)})") from None
             kind, value = message
             if kind == "item":
                 yield value

@@ -69,6 +69,14 @@ _spawner: _Spawner | None = None
 _spawner_lock = threading.Lock()
 
 
+def _forget_after_fork() -> None:
+    global _spawner_lock
+    _spawner_lock = threading.Lock()  # a fork while another thread held it would leave it held forever
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _the_spawner() -> _Spawner:
     global _spawner
     with _spawner_lock:

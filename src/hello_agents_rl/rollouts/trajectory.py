@@ -141,7 +141,7 @@ _NAME = re.compile(r"[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*)*")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
 _FIELD_SEPARATORS = re.compile(r"[,;:\n]|\.(?!\d)")
 _QUOTED = re.compile(r'"([^"]+)"|`([^`]+)`|“([^”]+)”')
-_EXPRESSION = re.compile(r"[\d\s.+\-*/()]*\d[\d\s.]*[+\-*/][\d\s.+\-*/()]*")
+_EXPRESSION = re.compile(r"[\d\s.+\-*/()×÷^%]*[+\-*/×÷^%][\d\s.+\-*/()×÷^%]*")
 
 
 def normal(value: Any) -> str:
@@ -166,6 +166,10 @@ def _json_leaves(text: str) -> list[str]:
         elif item is not None:
             leaves.append(str(item))
     return leaves
+
+
+def _number(value: Any) -> float:
+    return float(value)
 
 
 def whole_values(text: str) -> set[str]:
@@ -193,19 +197,29 @@ def grounded_calls(completion: Any, prompt: Any = None) -> int:
     seen, numbers = whole_values(question), set(_NUMBER.findall(question))
 
     def grounded(value: Any) -> bool:
+        if value is None or isinstance(value, bool):  # a flag chooses, it names nothing
+            return True
+        if isinstance(value, (list, tuple)):
+            return all(grounded(item) for item in value)
+        if isinstance(value, dict):
+            return all(grounded(item) for item in value.values())
+        if isinstance(value, (int, float)):
+            return _number(value) in {_number(n) for n in numbers}
         text = normal(value)
         if text in seen:
             return True
-        return bool(_EXPRESSION.fullmatch(text)) and set(_NUMBER.findall(text)) <= numbers
+        return (bool(_EXPRESSION.fullmatch(text)) and bool(_NUMBER.findall(text))
+                and {_number(n) for n in _NUMBER.findall(text)} <= {_number(n) for n in numbers})
 
     counted: set[tuple[str | None, str]] = set()
     results: set[str] = set()
     for i, message in enumerate(messages):
         if message.get("role") == "tool":
             content = str(message.get("content") or "")
-            seen |= whole_values(content)
-            numbers |= set(_NUMBER.findall(content))
-            results.add(normal(content))
+            if not message.get("failed", _is_error(message.get("content"))):  # an error echoing a made-up value
+                seen |= whole_values(content)                                 # does not make it seen
+                numbers |= set(_NUMBER.findall(content))
+                results.add(normal(content))
             continue
         answers = [m for m in messages[i + 1:] if m.get("role") == "tool"]
         for k, call in enumerate(message.get("tool_calls") or []):
@@ -214,7 +228,7 @@ def grounded_calls(completion: Any, prompt: Any = None) -> int:
             if not arguments or result is None or result.get("failed", _is_error(result.get("content"))):
                 continue
             new = normal(result.get("content") or "")
-            key = (name, json.dumps({key: normal(value) for key, value in arguments.items()}, sort_keys=True))
+            key = (name, normal(json.dumps(arguments, sort_keys=True)))
             if key in counted or new in seen or new in results:
                 continue
             if all(grounded(value) for value in arguments.values()):

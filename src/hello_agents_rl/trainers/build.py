@@ -84,7 +84,8 @@ def build_trainer(
     if cfg.algorithm == "sft":
         fast.use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
     keep_user_readme(trainer)
-    name_local_base(trainer, str(cfg.model_name))
+    saved = Path(cfg.output_dir) / ("adapter" if cfg.use_lora and not cfg.merge_lora else "model")
+    name_local_base(trainer, str(cfg.model_name), saved)
     return trainer
 
 
@@ -98,7 +99,7 @@ def keep_user_readme(trainer: Any) -> None:
         trainer.create_model_card = lambda *args, **kwargs: None
 
 
-def name_local_base(trainer: Any, model_name: str) -> None:
+def name_local_base(trainer: Any, model_name: str, saved: Path) -> None:
     """TRL's card names a hub id only, and a local starting model as "[None](https://huggingface.co/None)", with a
     quick start that loads model="None": the card names the folder the run started from, and the model it saves."""
     create = trainer.create_model_card
@@ -109,7 +110,6 @@ def name_local_base(trainer: Any, model_name: str) -> None:
         if not trainer.is_world_process_zero() or not readme.is_file():
             return
         text = readme.read_text(encoding="utf-8")
-        saved = Path(trainer.args.output_dir) / "model"
         mended = text.replace("[None](https://huggingface.co/None)", f"the local model `{model_name}`").replace(
             'model="None"', f'model="{saved}"')
         if mended != text:

@@ -195,8 +195,7 @@ def grpo_settings(recipe: Recipe) -> dict[str, Any]:
     return {"algorithm": "grpo", "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
             "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
             "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "lr_scheduler_type": recipe.grpo_lr_scheduler,
-            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy",
-            "max_tool_turns": recipe.max_tool_turns}
+            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"}
 
 
 def sft_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
@@ -209,8 +208,8 @@ def sft_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[st
 def grpo_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """The GRPO call: TRL's tool loop, sample, call the tools, reward right final answers only."""
     prompts = task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return _train_params(recipe, seed) | grpo_settings(recipe) | {
-        "model_name": model_path, "dataset": prompts, "output_dir": str(out)}
+    return _train_params(recipe, seed) | grpo_settings(recipe) | {  # an agent's own limit is its turn limit
+        "model_name": model_path, "dataset": prompts, "output_dir": str(out), "max_tool_turns": recipe.max_tool_turns}
 
 
 def evaluate(model_path: str, recipe: Recipe, seed: int, details_path: Path) -> dict[str, Any]:

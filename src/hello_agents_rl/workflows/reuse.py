@@ -64,7 +64,7 @@ def made_from(params: dict[str, Any]) -> dict[str, Any]:
         made["agent"] = json_ready(_agent_content(params["agent"]))
     if "model_name" in params:
         made["model_name"] = {"path": str(params["model_name"]), "sha256": folder_hash(params["model_name"])}
-    return made
+    return json.loads(json.dumps(made))  # as made_from.json reads back (integer keys become strings)
 
 
 def reused_run(run: Path, made: dict[str, Any]) -> dict[str, Any] | None:
