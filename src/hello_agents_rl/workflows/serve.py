@@ -130,6 +130,10 @@ def check_8bit(engine: str) -> str:
     return "transformers"
 
 
+# transformers' continuous batching: 256 tokens a block, 128 blocks = 16 requests of 2,048 tokens (SmolLM2-135M: 1.5 GB)
+BATCHING_KV_BLOCKS = 128
+
+
 def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "auto",
          merged_dir: str | None = None, load_in_8bit: bool = False, batching: bool = False) -> ServePlan:
     """Validate everything, merge an adapter if needed, and say which command will serve it. `batching`: requests
@@ -150,8 +154,8 @@ def plan(model: str, host: str = "127.0.0.1", port: int = 8000, engine: str = "a
                    "--host", host, "--port", str(port), "--chat-template-kwargs", json.dumps({"enable_thinking": thinking})]
         if load_in_8bit:
             command += ["--quantization", "bnb-8bit"]
-        if batching:
-            command += ["--continuous-batching"]
+        if batching:  # its KV cache sized for the batch: by default it takes 90% of free memory (RAM on a CPU)
+            command += ["--continuous-batching", "--cb-num-blocks", str(BATCHING_KV_BLOCKS)]
     system = recorded.get("system_prompt")
     if system:
         notes.append(f"trained with the system prompt {system!r}: send it as the first message for the same answers")
