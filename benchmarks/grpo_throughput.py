@@ -304,6 +304,7 @@ def main() -> None:
                       f"{result['train_wall_s']:6.1f} s wall {result['train_cpu_s']:6.1f} s cpu "
                       f"reward {result['mean_reward']:.3f} acc {result['held_out_accuracy']:.3f}", flush=True)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=1))
     summary = table(results, variants)
     lines = {w: roofline.by_variant(results, w, shape, machines[w]) for w in machines}
