@@ -181,7 +181,7 @@ def tokenizer_corpus() -> tuple[str, ...]:
     kb = knowledge_base("train")
     sample = sorted(kb)[:40]
     return (*(s.capitalize() for s in _SYLLABLES), *_SYLLABLES, *(record_text(n, kb[n]) for n in sample),
-            *(q.text for q in questions("train", LookupConfig(), 12, 0)),
+            *(q.text for q in questions("train", LookupConfig.model_validate({}), 12, 0)),
             '{"name": "lookup", "arguments": {"name": "Kalo Venra"}}', '{"name": "calculator", "arguments": '
             '{"expression": "61 + 23"}}', SYSTEM_PROMPT)
 

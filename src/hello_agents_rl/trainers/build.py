@@ -84,7 +84,7 @@ def build_trainer(
     if cfg.algorithm == "sft":
         fast.use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
     keep_user_readme(trainer)
-    saved = Path(cfg.output_dir) / ("adapter" if cfg.use_lora and not cfg.merge_lora else "model")
+    saved = Path(str(cfg.output_dir)) / ("adapter" if cfg.use_lora and not cfg.merge_lora else "model")
     name_local_base(trainer, str(cfg.model_name), saved)
     return trainer
 

@@ -76,7 +76,7 @@ def serve_any_model_name() -> None:
             body["model"] = self.model_manager.force_model
         return resolve(self, body)
 
-    BaseHandler._resolve_model = pinned
+    BaseHandler._resolve_model = pinned  # type: ignore[method-assign]
 
 
 def answer_cut_tool_calls_as_text() -> None:
