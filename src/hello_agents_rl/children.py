@@ -89,19 +89,15 @@ def start(args: list[str], die_with: int = signal.SIGKILL, **popen: Any) -> subp
     """subprocess.Popen(args, **popen), the child sent `die_with` when this process ends (Linux)."""
     if _PRCTL is None:
         return subprocess.Popen(args, **popen)
-    parent, prctl = os.getpid(), _PRCTL
-
-    def in_child() -> None:  # between fork and exec: no imports, no locks
-        prctl(_PR_SET_PDEATHSIG, int(die_with))
-        if os.getppid() != parent:  # the parent died before the request: nobody will signal
-            os.kill(os.getpid(), int(die_with))
-
-    return _the_spawner().run(lambda: subprocess.Popen(args, preexec_fn=in_child, **popen))
+    parent = os.getpid()
+    return _the_spawner().run(lambda: subprocess.Popen(
+        args, preexec_fn=lambda: die_with_parent(parent, die_with), **popen))  # between fork and exec: no imports
 
 
 def die_with_parent(parent: int, die_with: int = signal.SIGTERM) -> None:
-    """Ask for `die_with` when this process's parent (`parent`, its pid) ends: for a process this package did not
-    start itself (a test worker), whose parent forked it from a thread that lives as long as the parent."""
+    """Ask for `die_with` when this process's parent (`parent`, its pid) ends: in a child `start` forks, and in a
+    process this package did not start itself (a test worker) whose parent forked it from a thread that lives as
+    long as the parent."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, int(die_with))
         if os.getppid() != parent:  # the parent died before the request: nobody will signal

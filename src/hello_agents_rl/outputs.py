@@ -252,6 +252,11 @@ def _trim_metrics(path: Path, step: int | None) -> None:
     os.replace(tmp, path)
 
 
+def final_model_dir(output_dir: str | Path, lora: bool, merge_lora: bool) -> Path:
+    """Where a run's final model is saved: model/ (full weights, a LoRA run's merged ones), or adapter/ alone."""
+    return Path(output_dir) / ("adapter" if lora and not merge_lora else "model")
+
+
 def save_final_model(trainer: Any, output_dir: str, merge_lora: bool, prompt_settings: dict[str, Any]) -> str:
     """Save the trained model atomically; a LoRA run also keeps its adapter under adapter/.
 
@@ -301,4 +306,4 @@ def save_final_model(trainer: Any, output_dir: str, merge_lora: bool, prompt_set
                 os.replace(staging / part, target)
         shutil.rmtree(staging, ignore_errors=True)
     wait_for_everyone(trainer)
-    return str(out / ("model" if not is_peft or merge_lora else "adapter"))
+    return str(final_model_dir(out, is_peft, merge_lora))

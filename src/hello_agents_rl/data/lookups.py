@@ -44,6 +44,7 @@ TEST_QUESTIONS = 250
 
 
 _LENGTHS = (2, 3, 4)
+_EARLY_STOP = {2: 0.3, 3: 0.55, 4: 0.7}  # the longer the chain, the likelier the demonstrator stops short
 
 
 class LookupConfig(BaseModel):
@@ -60,7 +61,7 @@ class LookupConfig(BaseModel):
     guess_rate: float = Field(0.2, ge=0, le=1, strict=True,
                               description="a number in [0, 1]: how often the demonstrator skips the first lookup and guesses")
     early_stop_rate: dict[int, Annotated[float, Field(ge=0, le=1, strict=True)]] = Field(
-        default_factory=lambda: {2: 0.3, 3: 0.55, 4: 0.7},
+        default_factory=lambda: dict(_EARLY_STOP),
         description="chain length (2, 3 or 4) -> a number in [0, 1]: how often the demonstrator stops one call early")
 
     @field_validator("chain_lengths", "early_stop_rate")
@@ -73,7 +74,7 @@ class LookupConfig(BaseModel):
     @field_validator("early_stop_rate")
     @classmethod
     def _over_the_defaults(cls, value: dict[int, float]) -> dict[int, float]:
-        return {2: 0.3, 3: 0.55, 4: 0.7, **value}
+        return {**_EARLY_STOP, **value}
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> LookupConfig:

@@ -83,9 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="SFT on imperfect demonstrations, then GRPO beyond them (offline, minutes).")
     demo.add_argument("--output-dir", default="outputs/demo")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--quick", action="store_true", help="The recipe CI runs: the addition demo about 2 minutes on 2 cores, the calculator demos fewer GRPO "
-                      "steps; the lookups demos (lookups, agent-lookups) train in full and ask fewer held-out questions: "
-                      "about an hour for the tiny agent on 2 cores (docs/agentic.md).")
+    demo.add_argument("--quick", action="store_true",
+                      help="The recipe CI runs: the addition demo about 2 minutes on 2 cores, the calculator demos "
+                      "fewer GRPO steps; the lookups demos (lookups, agent-lookups) train in full and ask fewer "
+                      "held-out questions: about an hour for the tiny agent on 2 cores (docs/agentic.md).")
     demo.add_argument("--reuse", action="store_true",
                       help="Keep the SFT and GRPO runs the output folder completed with the same settings and seed "
                       "(a GRPO change reruns GRPO only; --task agent*: the agents run again).")

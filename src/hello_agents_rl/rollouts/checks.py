@@ -22,7 +22,7 @@ def check_agentic(
     max_tool_turns: int = 1,
     reward: Any = None,
 ) -> None:
-    resolve_tools(tools)
+    resolved = resolve_tools(tools)
     if environment is not None:
         if algorithm == "sft":
             raise ConfigError(
@@ -30,7 +30,7 @@ def check_agentic(
                 "`environment` for SFT (give `tools` so the prompts list them) and use it for GRPO."
             )
         methods = public_methods(resolve_environment(environment))
-        both = sorted(set(methods) & {getattr(tool, "__name__", "") for tool in resolve_tools(tools)})
+        both = sorted(set(methods) & {getattr(tool, "__name__", "") for tool in resolved})
         if both:  # TRL joins the two lists, and the model would see two tools of one name
             raise ConfigError(f"`tools` and `environment`: both have a tool named {both[0]!r} (the tool "
                               f"{both[0]!r} and the environment's method {both[0]}). Fix: rename one of them, or "

@@ -168,10 +168,6 @@ def _json_leaves(text: str) -> list[str]:
     return leaves
 
 
-def _number(value: Any) -> float:
-    return float(value)
-
-
 def whole_values(text: str) -> set[str]:
     """The whole values `text` shows (its names, numbers, fields, quoted spans and JSON leaves), normalised."""
     quoted = [next(filter(None, groups)) for groups in _QUOTED.findall(text)]
@@ -194,7 +190,8 @@ def grounded_calls(completion: Any, prompt: Any = None) -> int:
     messages = [m for m in completion if isinstance(m, dict)]
     question = " ".join(str(m.get("content") or "") for m in (prompt or []) if isinstance(m, dict)
                         and m.get("role") == "user")
-    seen, numbers = whole_values(question), set(_NUMBER.findall(question))
+    seen = whole_values(question)
+    numbers = {float(n) for n in _NUMBER.findall(question)}  # compared by value: 12 is 12.0
 
     def grounded(value: Any) -> bool:
         if value is None or isinstance(value, bool):  # a flag chooses, it names nothing
@@ -204,12 +201,12 @@ def grounded_calls(completion: Any, prompt: Any = None) -> int:
         if isinstance(value, dict):
             return all(grounded(item) for item in value.values())
         if isinstance(value, (int, float)):
-            return _number(value) in {_number(n) for n in numbers}
+            return float(value) in numbers
         text = normal(value)
         if text in seen:
             return True
-        return (bool(_EXPRESSION.fullmatch(text)) and bool(_NUMBER.findall(text))
-                and {_number(n) for n in _NUMBER.findall(text)} <= {_number(n) for n in numbers})
+        operands = {float(n) for n in _NUMBER.findall(text)}
+        return bool(_EXPRESSION.fullmatch(text)) and bool(operands) and operands <= numbers
 
     counted: set[tuple[str | None, str]] = set()
     results: set[str] = set()
@@ -218,7 +215,7 @@ def grounded_calls(completion: Any, prompt: Any = None) -> int:
             content = str(message.get("content") or "")
             if not message.get("failed", _is_error(message.get("content"))):  # an error echoing a made-up value
                 seen |= whole_values(content)                                 # does not make it seen
-                numbers |= set(_NUMBER.findall(content))
+                numbers |= {float(n) for n in _NUMBER.findall(content)}
                 results.add(normal(content))
             continue
         answers = [m for m in messages[i + 1:] if m.get("role") == "tool"]

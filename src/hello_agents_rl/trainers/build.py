@@ -13,6 +13,7 @@ from typing import Any
 from datasets import Dataset
 
 from hello_agents_rl.config import TrainConfig
+from hello_agents_rl.outputs import final_model_dir
 from hello_agents_rl.trainers.agent_run import trainer_class as agent_trainer_class
 from hello_agents_rl.trainers.args import lora_for, trl_args
 from hello_agents_rl.trainers.tool_run import trainer_kwargs, uses_tools, with_tool_column
@@ -84,8 +85,7 @@ def build_trainer(
     if cfg.algorithm == "sft":
         fast.use_fast_dropout(trainer.model)  # GRPO's trainer does this itself
     keep_user_readme(trainer)
-    saved = Path(str(cfg.output_dir)) / ("adapter" if cfg.use_lora and not cfg.merge_lora else "model")
-    name_local_base(trainer, str(cfg.model_name), saved)
+    name_local_base(trainer, str(cfg.model_name), final_model_dir(str(cfg.output_dir), cfg.use_lora, cfg.merge_lora))
     return trainer
 
 

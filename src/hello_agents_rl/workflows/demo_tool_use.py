@@ -208,7 +208,7 @@ def sft_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[st
 def grpo_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:
     """The GRPO call: TRL's tool loop, sample, call the tools, reward right final answers only."""
     prompts = task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return _train_params(recipe, seed) | grpo_settings(recipe) | {  # an agent's own limit is its turn limit
+    return _train_params(recipe, seed) | grpo_settings(recipe) | {  # the agent demos' turn limit is the agent's own
         "model_name": model_path, "dataset": prompts, "output_dir": str(out), "max_tool_turns": recipe.max_tool_turns}
 
 
@@ -241,7 +241,6 @@ def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]
 
 def eval_details(out: Path) -> dict[str, list[dict[str, Any]]]:
     """The SFT and GRPO models' per-question rows, as their evaluations wrote them (absent: none)."""
-
     paths = {key: out / key / "eval_details.jsonl" for key in ("sft", "grpo")}
     return {key: [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
             for key, path in paths.items()}

@@ -19,10 +19,6 @@ from hello_agents_rl.outputs import atomic_write_json, completed_run, json_ready
 MADE_FROM = "made_from.json"  # beside a demo's training run: made_from(its call)
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def folder_hash(path: str | Path) -> str:
     """sha256 over a file's bytes, or over every file of a folder (relative paths and contents, in sorted order)."""
     root = Path(path)
@@ -34,7 +30,7 @@ def folder_hash(path: str | Path) -> str:
         return f"absent: {root}"
     digest = hashlib.sha256()
     for file in files:
-        digest.update(str(file.relative_to(root) if file != root else file.name).encode() + b"\0")
+        digest.update(str(file.relative_to(root) if root.is_dir() else file.name).encode() + b"\0")
         with file.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
@@ -43,7 +39,7 @@ def folder_hash(path: str | Path) -> str:
 
 def _rows_hash(rows: Any) -> str:
     listed = rows.to_list() if hasattr(rows, "to_list") else rows  # a datasets.Dataset, or a list of rows
-    return _sha256(json.dumps(json_ready(listed), sort_keys=True).encode())
+    return hashlib.sha256(json.dumps(json_ready(listed), sort_keys=True).encode()).hexdigest()
 
 
 def _agent_content(agent: Any) -> dict[str, Any]:

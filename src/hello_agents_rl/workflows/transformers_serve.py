@@ -1,4 +1,4 @@
-"""`transformers serve`, with two changes to how it reads a chat request and one to how it answers.
+"""`transformers serve`, with two changes to how it reads a request and one to how it answers.
 
 - It serves one model, so any `model` name in a request gets that model, on every endpoint (chat completions,
   completions, responses): the reader's agent is written `HelloAgentsLLM(model="m", base_url=...)`, and a server
