@@ -60,8 +60,8 @@ def main() -> int:
         TrainingArguments,
     )
 
-    from hello_agents_rl.data import lookups
     from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+    from hello_agents_rl.tasks import lookups
 
     out = Path(args.output_dir) / f"seed{args.seed}"
     base = build_tiny_tool_model(out / "tiny", seed=args.seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)

@@ -54,11 +54,11 @@ def main() -> None:
     import torch
     from grpo_throughput import prepare
 
-    from hello_agents_rl.data.arithmetic import make_dataset
-    from hello_agents_rl.data.formatting import render_prompt
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.rewards import is_correct
     from hello_agents_rl.rollouts.loop import roll_out
+    from hello_agents_rl.tasks.arithmetic import make_dataset
+    from hello_agents_rl.tasks.formatting import render_prompt
     from hello_agents_rl.trainers.fast.sampling import sample
 
     workdir = Path(args.workdir)

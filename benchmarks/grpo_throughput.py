@@ -74,8 +74,8 @@ def prepare(workdir: Path) -> str:
 def _prepare_child(workdir: Path) -> None:
     from hello_agents.tools import RLTrainingTool
 
-    from hello_agents_rl.data.arithmetic import make_dataset
     from hello_agents_rl.models import build_tiny_model
+    from hello_agents_rl.tasks.arithmetic import make_dataset
 
     tiny = build_tiny_model(workdir / "tiny", seed=0)
     demos = make_dataset("train", SFT_RECIPE["steps"] * SFT_RECIPE["batch_size"], 0, carry_error=SFT_RECIPE["carry_error"])
@@ -114,8 +114,8 @@ class TrainTimer:
 
 
 def held_out_accuracy(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> float:
-    from hello_agents_rl.data.arithmetic import make_dataset
     from hello_agents_rl.evaluation.run import evaluate_model
+    from hello_agents_rl.tasks.arithmetic import make_dataset
 
     rows = list(make_dataset("test", None, 0))
     return evaluate_model(model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=125)["accuracy"]
@@ -178,7 +178,7 @@ def run_trl(spec: dict[str, Any], seed: int, model_path: str, out: Path, prompts
 def child(variant: str, workload: str, seed: int, model_path: str, out: Path) -> dict[str, Any]:
     from collections import defaultdict
 
-    from hello_agents_rl.data.arithmetic import make_dataset
+    from hello_agents_rl.tasks.arithmetic import make_dataset
 
     TrainTimer.install()
     spec = WORKLOADS[workload]

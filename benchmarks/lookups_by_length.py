@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from hello_agents_rl.data.lookups import chain_of
+from hello_agents_rl.tasks.lookups import chain_of
 
 
 def by_length(details: Path) -> dict[int, list[int]]:

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hello_agents_rl.data import lookups
+from hello_agents_rl.tasks import lookups
 from hello_agents_rl.workflows.demo_agent import ask_all, held_out_rows
 from hello_agents_rl.workflows.demo_tool_use import Recipe
 from hello_agents_rl.workflows.serve import running, served_model_id

@@ -42,7 +42,7 @@ WORKLOAD = {"steps": 120, "batch_size": 16, "learning_rate": 2e-3, "max_length":
 
 
 def _data(seed: int) -> Any:
-    from hello_agents_rl.data.arithmetic import make_dataset
+    from hello_agents_rl.tasks.arithmetic import make_dataset
 
     return make_dataset("train", WORKLOAD["steps"] * WORKLOAD["batch_size"], seed=2000 + seed)
 

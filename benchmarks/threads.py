@@ -22,7 +22,7 @@ import time
 
 CHILD = """
 import sys, time
-from hello_agents_rl.data.arithmetic import make_dataset
+from hello_agents_rl.tasks.arithmetic import make_dataset
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.workflows.actions import run
 out, steps = sys.argv[1], int(sys.argv[2])

@@ -14,7 +14,7 @@ import pytest
 from conftest import SRC, Venv
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.data.custom import load_file
+from hello_agents_rl.tasks.custom import load_file
 
 RUN = """
 import json, sys

@@ -14,7 +14,7 @@ from hello_agents_rl import ConfigError
 from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents_rl.rollouts.tool_guard import ToolStats, guard, guarded_environment
 from hello_agents_rl.rollouts.tool_registry import ToolFailure, calculator, python, resolve_tools
-from hello_agents_rl.rollouts.trajectory import read_trajectory
+from hello_agents_rl.trajectory import read_trajectory
 
 # --- built-in tools --------------------------------------------------------------------------------------------
 
@@ -334,8 +334,8 @@ def test_a_failing_custom_reward_in_a_tool_run_is_left_out_like_in_a_plain_run(t
 
 @pytest.mark.slow
 def test_a_tool_run_survives_a_failing_custom_reward_and_counts_the_failures(tmp_path: Path) -> None:
-    from hello_agents_rl.data.multiplication import make_dataset
     from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+    from hello_agents_rl.tasks.multiplication import make_dataset
 
     model = str(build_tiny_tool_model(tmp_path / "tiny", seed=0))
     scored = []
@@ -358,7 +358,7 @@ def test_a_tool_run_survives_a_failing_custom_reward_and_counts_the_failures(tmp
 
 
 def test_multiplication_dataset_holds_out_its_test_questions() -> None:
-    from hello_agents_rl.data.multiplication import make_dataset, split_pairs
+    from hello_agents_rl.tasks.multiplication import make_dataset, split_pairs
 
     assert not set(split_pairs("test")) & set(split_pairs("train")) and len(split_pairs("test")) == 250
     demos = make_dataset("train", 400, seed=0, tool_rate=0.3)
@@ -449,10 +449,10 @@ def test_evaluation_runs_the_tool_loop_and_reports_tool_metrics(tmp_path: Path, 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import hello_agents_rl.rollouts.loop as loop
-    from hello_agents_rl.data.multiplication import make_dataset
     from hello_agents_rl.evaluation.metrics import comparison_markdown
     from hello_agents_rl.evaluation.run import evaluate_model, write_details
     from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+    from hello_agents_rl.tasks.multiplication import make_dataset
 
     path = build_tiny_tool_model(tmp_path / "tiny", seed=0)
     tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
@@ -586,9 +586,9 @@ def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None
 
 
 def test_sft_on_transcripts_trains_the_assistant_tokens_only(tmp_path: Path) -> None:
-    from hello_agents_rl.data.multiplication import make_dataset
     from hello_agents_rl.models import load_model, load_tokenizer
     from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+    from hello_agents_rl.tasks.multiplication import make_dataset
     from hello_agents_rl.trainers.build import build_trainer
     from hello_agents_rl.workflows.actions import parse
 

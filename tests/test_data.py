@@ -9,8 +9,8 @@ from datasets import Dataset
 from hello_agents.tools import RLTrainingTool
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.data import arithmetic
 from hello_agents_rl.data.sources import load
+from hello_agents_rl.tasks import arithmetic
 from hello_agents_rl.workflows.actions import parse
 
 

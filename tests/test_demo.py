@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hello_agents_rl.data.arithmetic import make_dataset
+from hello_agents_rl.tasks.arithmetic import make_dataset
 from hello_agents_rl.workflows.demo import QUICK, split_by_carry
 from hello_agents_rl.workflows.demo import QUICK_TEST_MARGIN as MARGIN  # why 15 points: see its comment
 

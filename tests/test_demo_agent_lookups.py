@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import SRC, Venv
 
-from hello_agents_rl.data import lookups
+from hello_agents_rl.tasks import lookups
 
 RUN = """
 import contextlib, io, json, sys
@@ -24,7 +24,7 @@ out = Path(sys.argv[1])
 recipe = replace(LOOKUP_RECIPES[("tiny", True)], sft_steps=40, sft_batch_size=8, grpo_steps=2, grpo_batch_size=4,
                  num_generations=4, eval_questions=6)
 with contextlib.redirect_stdout(io.StringIO()):
-    agent = make_agent(out, "lookups", max_tool_turns=recipe.max_tool_turns)
+    agent = make_agent(out, recipe, max_tool_turns=recipe.max_tool_turns)
 rows = demonstrations(agent, replace(recipe, sft_steps=4), 0)
 results = run_demo(out / "demo", recipe=recipe, task="lookups")
 print(json.dumps({"results": results, "transcripts": [row["completion"] for row in rows],

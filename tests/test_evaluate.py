@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hello_agents.tools import RLTrainingTool
 
-from hello_agents_rl.data import arithmetic
+from hello_agents_rl.tasks import arithmetic
 
 pytestmark = pytest.mark.slow
 

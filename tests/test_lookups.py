@@ -9,8 +9,8 @@ import random
 import pytest
 
 from hello_agents_rl import ConfigError
-from hello_agents_rl.data import lookups
 from hello_agents_rl.rewards import build_reward
+from hello_agents_rl.tasks import lookups
 from hello_agents_rl.workflows.actions import parse
 
 
@@ -59,7 +59,7 @@ def test_the_demonstrator_guesses_or_stops_early_as_documented() -> None:
 
 def test_the_dataset_and_its_config_go_through_the_action_table() -> None:
     cfg = parse({"action": "train", "dataset": "lookups", "dataset_config": {"chain_lengths": [2, 4]},
-                 "max_samples": 8, "tools": ["hello_agents_rl.data.lookups:lookup", "calculator"]})
+                 "max_samples": 8, "tools": ["hello_agents_rl.tasks.lookups:lookup", "calculator"]})
     from hello_agents_rl.data.sources import load
 
     rows = load(cfg)
@@ -95,7 +95,7 @@ def test_a_wrong_type_in_dataset_config_is_refused_naming_its_key(config: object
         with pytest.raises(ConfigError) as refused:
             actions.run({**action, "dataset": "lookups", "dataset_config": config})
         assert said in str(refused.value)
-    assert lookups.LookupConfig.of({"early_stop_rate": {"2": 0.1}}).early_stop_rate == {2: 0.1, 3: 0.55, 4: 0.7}
+    assert lookups.Lookups({"early_stop_rate": {"2": 0.1}}).config.early_stop_rate == {2: 0.1, 3: 0.55, 4: 0.7}
 
 
 def _trajectory(calls: list[tuple[str, str, str]], answer: str) -> list[dict]:
@@ -177,7 +177,7 @@ def test_the_lookups_demo_runs_end_to_end_and_reports_the_chain_metrics(tmp_path
     assert 0 < results["train_cpu_s"]["grpo"] <= results["cpu_seconds"]["grpo"]  # and its run keeps its own, for reuse
     assert (tmp_path / "demo" / "report.md").is_file()
     sft = json.loads((tmp_path / "demo" / "sft" / "results.json").read_text())
-    assert sft["config"]["tools"] == ["hello_agents_rl.data.lookups:lookup", "calculator"]
+    assert sft["config"]["tools"] == ["hello_agents_rl.tasks.lookups:lookup", "calculator"]
 
 
 def test_the_smollm2_lookups_benchmark_fails_a_seed_whose_grpo_phase_is_over_budget_or_was_not_measured() -> None:

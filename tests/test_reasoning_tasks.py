@@ -121,7 +121,9 @@ def test_every_installed_task_scores_its_own_answer_right_and_a_corrupted_one_wr
     ({"dataset": "reasoning_gym:chain_sum", "dataset_config": {"max_term": 2}}, "`dataset_config.max_term`"),
     ({"dataset": "reasoning_gym:chain_sum", "dataset_config": {"min_terms": 0}}, "`dataset_config`: 'chain_sum' refuses"),
     ({"dataset": "reasoning_gym:chain_sum", "dataset_config": {"seed": 3}}, "`dataset_config.seed`: set by the split"),
-    ({"dataset": "arithmetic", "dataset_config": {"size": 3}}, "only a `reasoning_gym:<task>` or the `lookups` dataset"),
+    ({"dataset": "arithmetic", "dataset_config": {"size": 3}},
+     "`dataset_config.size`: the arithmetic task has no such parameter (it has: carry_error)"),
+    ({"dataset": "rows.jsonl", "dataset_config": {"size": 3}}, "`dataset_config`: rows of your own take no task"),
 ])
 def test_bad_task_input_is_named_before_any_model_loads(params: dict, message: str) -> None:
     import re

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from hello_agents_rl.rewards import group_advantages
-from hello_agents_rl.rollouts.trajectory import TrajectoryGroup, split_groups
 from hello_agents_rl.trainers.dynamic_sampling import varied_groups
+from hello_agents_rl.trajectory import TrajectoryGroup, split_groups
 
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
     "name": "calculator", "arguments": {"expression": "2 * 3"}}}]}

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-TASK_PREFIX = "reasoning_gym:"  # `dataset: "reasoning_gym:<task>"`: a reasoning-gym generator (data/reasoning_tasks.py)
+TASK_PREFIX = "reasoning_gym:"  # `dataset: "reasoning_gym:<task>"`: a reasoning-gym generator (tasks/reasoning_gym.py)
 
 
 def is_task_name(dataset: object) -> bool:

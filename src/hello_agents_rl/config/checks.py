@@ -3,6 +3,8 @@ parameters. Imported lazily, inside each check: those layers sit above the confi
 
 from __future__ import annotations
 
+import functools
+import json
 from importlib.util import find_spec
 from typing import Any
 
@@ -34,14 +36,60 @@ def check_tools(tools: list[Any], environment: Any, algorithm: str | None = None
     check_agentic(tools, environment, algorithm, tool_reward, max_tool_turns, reward)
 
 
-def check_task(dataset: str, params: dict[str, Any]) -> None:
-    from hello_agents_rl.data.reasoning_tasks import check  # an unknown task or a refused parameter, named
+def task_named(dataset: Any, params: dict[str, Any] | None = None, dataset_path: str | None = None) -> Any:
+    """The task `dataset` names, its parameters checked by the task's own schema; None for rows of the user's own."""
+    from hello_agents_rl.tasks import names_a_task, task_for  # an unknown task or a refused parameter, named
 
-    check(dataset, params)
+    if not names_a_task(dataset):
+        return None
+    if not isinstance(dataset, str):
+        return task_for(dataset, params, dataset_path)
+    try:
+        key = json.dumps(params or {}, sort_keys=True)
+    except (TypeError, ValueError):  # parameters JSON cannot hold: the task's schema says what is wrong
+        return task_for(dataset, params, dataset_path)
+    return _cached_task(dataset, key, dataset_path)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_task(dataset: str, params: str, dataset_path: str | None) -> Any:
+    """One validation per task and parameters: a reasoning-gym task's check draws a question in a child process."""
+    from hello_agents_rl.tasks import task_for
+
+    return task_for(dataset, json.loads(params), dataset_path)
+
+
+def task_defaults(task: Any, fields: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """What a run that names `task` takes from it where it gives none of its own: the task's tools (or its
+    environment) and its tool-turn limit, unless the run brings its own tools, environment or agent; its reward,
+    unless the run sets reward_type. `fields`: the config's keys; `given`: those the user set."""
+    if task is None:
+        return {}
+    found: dict[str, Any] = {}
+    if not given & {"tools", "environment", "agent"}:
+        tools, environment = task.tools(), task.environment()
+        if tools and "tools" in fields:
+            found["tools"] = tools
+        if environment is not None and "environment" in fields:
+            found["environment"] = environment
+    if task.max_tool_turns and "max_tool_turns" in fields and not given & {"max_tool_turns", "agent"}:
+        found["max_tool_turns"] = task.max_tool_turns
+    if task.reward is not None and "reward_type" in fields and "reward_type" not in given:
+        found["reward_type"] = task.reward
+    return found
+
+
+def is_task_object(value: Any) -> bool:
+    """A Task class or object given in Python as `dataset`."""
+    import inspect
+
+    from hello_agents_rl.tasks import Task
+
+    return isinstance(value, Task) or (inspect.isclass(value) and issubclass(value, Task))
 
 
 def check_task_ref(ref: str, key: str) -> None:
-    from hello_agents_rl.data.reasoning_tasks import check_ref  # the task, its parameters and the row named
+    from hello_agents_rl.tasks.reasoning_gym import check_ref  # the task, its parameters and the row named
 
     check_ref(ref, key)
 

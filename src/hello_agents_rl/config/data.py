@@ -5,17 +5,14 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from hello_agents_rl.config.base import MAX_SEED, Base, Count, LocalPath, PathRole, require
-from hello_agents_rl.config.checks import check_task
+from hello_agents_rl.config.checks import is_task_object, task_defaults, task_named
 from hello_agents_rl.errors import did_you_mean
-from hello_agents_rl.paths import is_task_name
+from hello_agents_rl.tasks.gsm8k import Gsm8k  # the book's default task
 
-# Splits of the named datasets; a single file or datasets.Dataset is the whole data under either name.
-SPLITS: dict[str, tuple[str, ...]] = {"gsm8k": ("train", "test"), "arithmetic": ("train", "test"),
-                                      "lookups": ("train", "test")}
-SINGLE_SOURCE_SPLITS = ("train", "test")
+SINGLE_SOURCE_SPLITS = ("train", "test")  # a single file or datasets.Dataset is the whole data under either name
 
 
 def split_problem(dataset: Any, split: str, key: str = "split") -> str | None:
@@ -23,7 +20,8 @@ def split_problem(dataset: Any, split: str, key: str = "split") -> str | None:
     if isinstance(dataset, dict):  # a datasets.DatasetDict: its own splits
         known = tuple(dataset)
     else:
-        known = SPLITS.get(dataset, SINGLE_SOURCE_SPLITS) if isinstance(dataset, str) else SINGLE_SOURCE_SPLITS
+        task = task_named(dataset)
+        known = task.splits if task is not None else SINGLE_SOURCE_SPLITS
     if split in known:
         return None
     return f"`{key}`: {split!r} is not a split of this dataset{did_you_mean(split, list(known))} (it has: {', '.join(known)})"
@@ -44,8 +42,9 @@ def answer_checker_problem(checker: str, dataset: Any = None) -> str | None:
     """Why `checker` cannot judge this run's answers (None: it can)."""
     if checker != "math_verify":
         return None
-    if isinstance(dataset, str) and is_task_name(dataset):
-        return ("`answer_checker`: a reasoning_gym task's answers are judged by the task's own checker; "
+    task = task_named(dataset)
+    if task is not None and task.own_checker:
+        return (f"`answer_checker`: {task.described()}'s answers are judged by the task's own checker; "
                 "remove answer_checker")
     from hello_agents_rl.rewards.checkers import math_verify_problem  # the reward layer knows its extra
 
@@ -54,14 +53,16 @@ def answer_checker_problem(checker: str, dataset: Any = None) -> str | None:
 
 class DataConfig(Base):
     dataset: Annotated[Any, PathRole("dataset")] = Field(
-        "gsm8k",
-        description="`gsm8k`, `arithmetic` (the embedded synthetic task), `reasoning_gym:<task>` (a reasoning-gym "
-        "generator), a .jsonl/.csv file, or a datasets.Dataset.",
+        Gsm8k.name,
+        description="A task: `gsm8k`, `arithmetic`, `multiplication` or `lookups` (the embedded tasks), "
+        "`reasoning_gym:<task>` (a reasoning-gym generator), or your own Task class ('my_module:MyTask', or the class "
+        "or object in Python); or rows of your own: a .jsonl/.csv file or a datasets.Dataset.",
     )
     dataset_config: Annotated[dict[str, Any], PathRole("parameters")] = Field(
         default_factory=dict,
-        description="`reasoning_gym:<task>`: the generator's own parameters (size per split, difficulty ranges); "
-        "`lookups`: chain_lengths, distractors, names, guess_rate, early_stop_rate (docs/agentic.md).",
+        description="The task's own parameters, checked by its schema: `reasoning_gym:<task>`: the generator's (size "
+        "per split, difficulty ranges); `lookups`: chain_lengths, distractors, names, guess_rate, early_stop_rate "
+        "(docs/agentic.md); `arithmetic`: carry_error; `multiplication`: tool_rate; your own Task: its Config.",
     )
     dataset_path: LocalPath | None = Field(
         None,
@@ -78,29 +79,27 @@ class DataConfig(Base):
     )
     seed: int = Field(42, ge=0, le=MAX_SEED, description="Seed for data shuffling, sampling and initialisation.")
     answer_checker: AnswerChecker = Field("number", description=ANSWER_CHECKER_HELP)
+    _task: Any = PrivateAttr(None)  # the task `dataset` names, validated (None: rows of the user's own)
 
     @field_validator("dataset")
     @classmethod
     def _dataset_kind(cls, value: Any) -> Any:
-        if not isinstance(value, str) and not _is_dataset_object(value):
-            raise ValueError(
-                f"unsupported {type(value).__name__}; use 'gsm8k', 'arithmetic', a .jsonl/.csv path or a datasets.Dataset"
-            )
+        if not isinstance(value, str) and not _is_dataset_object(value) and not is_task_object(value):
+            raise ValueError(f"unsupported {type(value).__name__}; use a task's name ('gsm8k', 'arithmetic', "
+                             "'my_module:MyTask'), a Task, a .jsonl/.csv path or a datasets.Dataset")
         return value
 
     @model_validator(mode="after")
     def _split_exists(self) -> DataConfig:
+        task = task_named(self.dataset, self.dataset_config, self.dataset_path)  # its dataset_config, checked
+        self._task = task
+        for key, value in task_defaults(task, type(self).model_fields, self.model_fields_set).items():
+            object.__setattr__(self, key, value)  # not a key the user gave: a later check of given keys skips it
+        if task is None and self.dataset_config:
+            raise ValueError("`dataset_config`: rows of your own take no task parameters; remove it, or name a task "
+                             "(a built-in, `reasoning_gym:<task>` or your own Task class)")
         require(split_problem(self.dataset, self.split))
         require(answer_checker_problem(self.answer_checker, self.dataset))
-        if is_task_name(self.dataset):
-            check_task(self.dataset, self.dataset_config)
-        elif self.dataset == "lookups":
-            from hello_agents_rl.data.lookups import LookupConfig  # pure Python: its parameters, checked here
-
-            LookupConfig.of(self.dataset_config)
-        elif self.dataset_config:
-            raise ValueError("`dataset_config`: only a `reasoning_gym:<task>` or the `lookups` dataset takes generator "
-                             "parameters; remove it or name such a dataset")
         return self
 
 

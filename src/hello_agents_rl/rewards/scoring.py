@@ -6,12 +6,12 @@ from typing import Any
 
 from hello_agents_rl.rewards.adapter import safe_score
 from hello_agents_rl.rewards.build import build_reward
-from hello_agents_rl.rollouts.trajectory import advantages, split_groups
+from hello_agents_rl.trajectory import advantages, split_groups
 
 
 def group_advantages(rewards: list[float | None], num_generations: int, scale: bool = False) -> list[float]:
     """TRL's advantages for a flat list of rewards, consecutive groups of ``num_generations`` (each group's rule:
-    `advantages` of rollouts/trajectory.py)."""
+    `advantages` of trajectory.py)."""
     if num_generations < 1 or len(rewards) % num_generations:
         raise ValueError(f"{len(rewards)} rewards do not split into groups of {num_generations}")
     return [a for start in range(0, len(rewards), num_generations)

@@ -16,7 +16,7 @@ from typing import Any
 
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rewards.parsing import count_steps
-from hello_agents_rl.rollouts.trajectory import grounded_calls
+from hello_agents_rl.trajectory import grounded_calls
 
 
 def accuracy_score(completion: str, ground_truth: object, task_ref: str | None = None, answer_checker: str = "number",

@@ -1,7 +1,7 @@
 """Evaluation's rollout loop: plain and tool-using questions alike, batched, greedy or sampled.
 
 Training's rollouts are TRL's (GRPOTrainer's tool loop, or the fast sampler); this loop serves evaluation and
-returns the same trajectory contract (rollouts/trajectory.py), so both are scored alike.
+returns the same trajectory contract (trajectory.py), so both are scored alike.
 
 Per row, `samples` trajectories: the prompt rendered with the row's tools (TRL's `apply_chat_template(...,
 tools=...)`; none for a plain question), then turns. Each turn generates every live trajectory as left-padded
@@ -21,7 +21,7 @@ from typing import Any
 from hello_agents_rl.coupling import borrowed_blocker
 from hello_agents_rl.rollouts.tool_guard import ToolStats, guard, guarded_environment
 from hello_agents_rl.rollouts.tool_registry import probe_environment, public_methods
-from hello_agents_rl.rollouts.trajectory import Trajectory, read_trajectory
+from hello_agents_rl.trajectory import Trajectory, read_trajectory
 
 
 @dataclass

@@ -6,7 +6,6 @@ Every tool handed to TRL or to the rollout loop is guarded first (`rollouts/tool
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 import math
 import operator
@@ -17,6 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
+from hello_agents_rl.imports import import_named
 from hello_agents_rl.rollouts.sandbox import SandboxError, run_sandboxed
 
 
@@ -140,25 +140,6 @@ def check_schema(fn: Callable[..., Any], key: str) -> dict[str, Any]:
         ) from None
 
 
-def _import(spec: str, key: str) -> Any:
-    module_name, _, attribute = spec.partition(":") if ":" in spec else spec.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - a broken module is the user's to fix; say which
-        raise ConfigError(
-            f"`{key}`: cannot import {module_name!r} from {spec!r} ({type(error).__name__}: {error}). "
-            "Fix: write 'package.module:function' with the package importable (installed, or on PYTHONPATH)."
-        ) from None
-    if not hasattr(module, attribute):
-        public = [n for n in dir(module) if not n.startswith("_")]
-
-        raise ConfigError(
-            f"`{key}`: {module_name!r} has no attribute {attribute!r}{did_you_mean(attribute, public)} "
-            "Fix: write 'package.module:name'."
-        )
-    return getattr(module, attribute)
-
-
 def resolve_tool(spec: Any, key: str) -> Callable[..., Any]:
     """A built-in name, an import string 'pkg.mod:fn', or a callable -> the callable, checked."""
     if isinstance(spec, str):
@@ -170,7 +151,7 @@ def resolve_tool(spec: Any, key: str) -> Callable[..., Any]:
                 f"`{key}`: unknown tool {spec!r}{did_you_mean(spec, list(BUILTIN_TOOLS))} Built-in tools: "
                 f"{', '.join(BUILTIN_TOOLS)}; or give an import string 'package.module:function' or a callable."
             )
-        spec = _import(spec, key)
+        spec = import_named(spec, key)
     if inspect.isclass(spec) or not callable(spec):
         raise ConfigError(
             f"`{key}`: {spec!r} is not a function. Fix: tools are functions with type hints and a docstring; "
@@ -206,7 +187,7 @@ def public_methods(cls: type) -> dict[str, Callable[..., Any]]:
 
 def resolve_environment(spec: Any, key: str = "environment") -> type:
     """'pkg.mod:Class' or a class -> the class, checked: a `reset`, and tools TRL can describe."""
-    cls = _import(spec, key) if isinstance(spec, str) else spec
+    cls = import_named(spec, key) if isinstance(spec, str) else spec
     if not inspect.isclass(cls):
         raise ConfigError(
             f"`{key}`: {spec!r} is not a class. Fix: give a class (or 'package.module:Class') whose instances "

@@ -11,11 +11,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from hello_agents_rl.config import TrainConfig
-from hello_agents_rl.data.formatting import render_prompt
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.rollouts.trajectory import called
+from hello_agents_rl.tasks.formatting import render_prompt
 from hello_agents_rl.trainers.fast import switches
 from hello_agents_rl.trainers.tool_run import uses_tools
+from hello_agents_rl.trajectory import called
 
 WANDB_DEFAULT_URL = "https://api.wandb.ai"
 

@@ -15,7 +15,7 @@ from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.rewards import build_reward, to_trl_reward
 from hello_agents_rl.rollouts.tool_guard import ToolStats, guard, guarded_environment, reset_failure
 from hello_agents_rl.rollouts.tool_registry import probe_environment, resolve_environment, resolve_tools
-from hello_agents_rl.rollouts.trajectory import called
+from hello_agents_rl.trajectory import called
 
 
 def uses_tools(cfg: Any) -> bool:

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.data.arithmetic import make_dataset
 from hello_agents_rl.evaluation import stats
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.tasks.arithmetic import Arithmetic
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
 from hello_agents_rl.workflows.stages import run_stage, start_or_resume
@@ -144,7 +144,7 @@ def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
 
 def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
     """Imitation: learn the demonstrator's answers, slips included."""
-    demos = make_dataset("train", recipe.sft_steps * recipe.sft_batch_size, seed, carry_error=recipe.carry_error)
+    demos = Arithmetic({"carry_error": recipe.carry_error}).demonstrations(recipe.sft_steps * recipe.sft_batch_size, seed)
     return run_stage(
         _train_params(recipe, seed)
         | {
@@ -164,7 +164,7 @@ def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int, resume: boo
 
 def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
     """Trial and error: sample a group per question, reward right final answers, stay near the SFT model (KL)."""
-    prompts = make_dataset("train", recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
+    prompts = Arithmetic().demonstrations(recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
     return run_stage(
         _train_params(recipe, seed)
         | {
@@ -194,7 +194,7 @@ def evaluate(model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str
     params = {
         "action": "evaluate",
         "model_path": model_path,
-        "dataset": "arithmetic",
+        "dataset": Arithmetic.name,
         "split": "test",
         "max_samples": None,  # all 250
         "max_new_tokens": recipe.max_new_tokens,
@@ -246,7 +246,7 @@ def demonstrator_accuracy(seed: int, carry_error: float) -> dict[str, float]:
     """How often the demonstrator itself is right on the held-out questions (its expected level)."""
     rows = [
         {"carry": row["carry"], "correct": row["completion"][0]["content"].endswith(f": {row['ground_truth']}")}
-        for row in make_dataset("test", None, seed, carry_error=carry_error)
+        for row in Arithmetic({"carry_error": carry_error}).rows("test", None, seed)
     ]
     subsets = split_by_carry(rows)
     return {

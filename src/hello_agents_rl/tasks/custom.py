@@ -12,12 +12,13 @@ import json
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from datasets import Dataset
-
-from hello_agents_rl.data.formatting import build_messages, format_solution
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.tasks.formatting import build_messages, format_solution
+
+if TYPE_CHECKING:  # datasets loads only where rows are built: the config layer validates without it
+    from datasets import Dataset
 
 
 def _read_text(path: Path) -> str:
@@ -106,6 +107,8 @@ def build_rows(
         rows["ground_truth"].append(_canonical(truth))
     if not rows["question"]:
         raise ConfigError(f"{source}: no examples found; the dataset is empty")
+    from datasets import Dataset
+
     return Dataset.from_dict(rows)
 
 

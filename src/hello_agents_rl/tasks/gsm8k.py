@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from datasets import Dataset
-
-from hello_agents_rl.data.custom import build_rows, read_jsonl
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.tasks.base import Task, subsample
+from hello_agents_rl.tasks.custom import build_rows, read_jsonl
+from hello_agents_rl.tasks.formatting import GSM8K_SYSTEM_PROMPT
 
 ENV_VAR = "HELLO_AGENTS_GSM8K"
 
 
-def load(split: str, dataset_path: str | None, system_prompt: str | None) -> Dataset:
+def load(split: str, dataset_path: str | None, system_prompt: str | None) -> Any:
     folder = dataset_path or os.environ.get(ENV_VAR)
     if folder:
         file = Path(folder).expanduser() / f"{split}.jsonl"
@@ -30,3 +31,14 @@ def load(split: str, dataset_path: str | None, system_prompt: str | None) -> Dat
             f"set dataset_path (or ${ENV_VAR}) to a folder with train.jsonl and test.jsonl"
         ) from None
     return build_rows(enumerate(hub, start=1), "question", "answer", system_prompt, f"openai/gsm8k[{split}]")
+
+
+class Gsm8k(Task):
+    """`dataset: gsm8k`: grade-school word problems, a plain answer; `dataset_path` reads them offline."""
+
+    name = "gsm8k"
+    system_prompt = GSM8K_SYSTEM_PROMPT
+
+    def rows(self, split: str, count: int | None = None, seed: int = 42,
+             system_prompt: str | None = GSM8K_SYSTEM_PROMPT) -> Any:
+        return subsample(load(split, self.dataset_path, system_prompt), count, seed)

@@ -8,10 +8,12 @@ what lets the demo show RL improving on imperfect demonstrations.
 from __future__ import annotations
 
 import random
+from typing import Any, ClassVar
 
-from datasets import Dataset
+from pydantic import BaseModel, ConfigDict, Field
 
-from hello_agents_rl.data.formatting import build_messages
+from hello_agents_rl.tasks.base import Task, subsample
+from hello_agents_rl.tasks.formatting import build_messages
 
 TEST_QUESTIONS = 250
 _SPLIT_SEED = 1234  # fixed: the held-out set must not move with the run's seed
@@ -43,9 +45,11 @@ def make_dataset(
     seed: int = 42,
     carry_error: float = 0.0,
     system_prompt: str | None = None,
-) -> Dataset:
+) -> Any:
     """None = every question of the split once; N = N seeded draws with replacement (any size: the demo's
     demonstrations and prompt streams). `max_samples` through data.load draws without replacement instead."""
+    from datasets import Dataset
+
     rng = random.Random(seed)
     pairs = split_pairs(split)
     chosen = pairs if num_samples is None else [rng.choice(pairs) for _ in range(num_samples)]
@@ -58,3 +62,25 @@ def make_dataset(
         rows["ground_truth"].append(str(a + b))
         rows["carry"].append(has_carry(a, b))
     return Dataset.from_dict(rows)
+
+
+class AdditionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    carry_error: float = Field(0.0, ge=0, le=1, strict=True,
+                               description="a number in [0, 1]: how often the demonstrator forgets a carry")
+
+
+class Arithmetic(Task):
+    """`dataset: arithmetic`: "What is A + B?", a plain answer; the demonstrator may forget the carry."""
+
+    name = "arithmetic"
+    Config: ClassVar[type[BaseModel]] = AdditionConfig
+    demonstrator = "forgets the carry"
+
+    def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = None) -> Any:
+        return subsample(make_dataset(split, None, seed, self.config.carry_error, system_prompt), count, seed)
+
+    def demonstrations(self, count: int, seed: int) -> Any:
+        """Seeded draws with replacement: any number of them."""
+        return make_dataset("train", count, seed, self.config.carry_error, self.system_prompt)

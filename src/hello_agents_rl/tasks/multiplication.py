@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any, ClassVar
 
-from datasets import Dataset
+from pydantic import BaseModel, ConfigDict, Field
 
-from hello_agents_rl.data.formatting import build_messages
+from hello_agents_rl.tasks.base import Task
+from hello_agents_rl.tasks.formatting import build_messages
 
 TEST_QUESTIONS = 250
 _SPLIT_SEED = 4321  # fixed: the held-out set must not move with the run's seed
@@ -53,8 +55,10 @@ def make_dataset(
     seed: int = 42,
     tool_rate: float = 1.0,
     system_prompt: str | None = None,
-) -> Dataset:
+) -> Any:
     """None = every question of the split once; N = N seeded draws. `tool_rate`: how often the demonstrator calls."""
+    from datasets import Dataset
+
     rng = random.Random(seed)
     pairs = split_pairs(split)
     if num_samples is None:
@@ -71,3 +75,26 @@ def make_dataset(
         rows["completion"].append(demonstrate(a, b, rng.random() < tool_rate))
         rows["ground_truth"].append(str(a * b))
     return Dataset.from_dict(rows)
+
+
+class MultiplicationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_rate: float = Field(1.0, ge=0, le=1, strict=True,
+                             description="a number in [0, 1]: how often the demonstrator calls the calculator")
+
+
+class Multiplication(Task):
+    """`dataset: multiplication`: the tool-use task, answered with the calculator."""
+
+    name = "multiplication"
+    Config: ClassVar[type[BaseModel]] = MultiplicationConfig
+    max_tool_turns = 2  # a call, then the answer
+    demonstrator = "calls the calculator only part of the time"
+
+    def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = None) -> Any:
+        """N = N seeded draws (distinct while the split has enough)."""
+        return make_dataset(split, count, seed, self.config.tool_rate, system_prompt)
+
+    def tools(self) -> list[Any]:
+        return ["calculator"]

@@ -18,6 +18,8 @@ from typing import Any
 from hello_agents_rl.errors import ConfigError, did_you_mean
 from hello_agents_rl.paths import TASK_PREFIX
 from hello_agents_rl.rewards.task_library import draw, library, task_ref
+from hello_agents_rl.tasks.base import Task, subsample
+from hello_agents_rl.tasks.formatting import build_messages
 
 TEST_SEED = 1_000_000_000  # fixed: the held-out split never moves with the run's seed
 OWN_KEYS = ("seed",)  # set by the split, never by the user
@@ -108,3 +110,39 @@ def entries(dataset: str, params: dict[str, Any], split: str, seed: int) -> list
                           "smaller `size` (the test split takes that many) or widen the parameters that make them "
                           "vary (more digits, terms or words)")
     return out
+
+
+class ReasoningGym(Task):
+    """`dataset: reasoning_gym:<task>`: one reasoning-gym generator, its parameters as `dataset_config`, judged by its
+    own checker (rows carry `task_ref`)."""
+
+    name = TASK_PREFIX.rstrip(":")
+    system_prompt = SYSTEM_PROMPT
+    own_checker = True
+
+    def __init__(self, dataset: str, dataset_config: dict[str, Any] | None = None,
+                 dataset_path: str | None = None) -> None:
+        params = {} if dataset_config is None else dataset_config
+        if not isinstance(params, dict):
+            raise ConfigError(f"`dataset_config`: a mapping of the task's parameters (got {params!r})")
+        check(dataset, params)  # the generator's own parameters: reasoning-gym's dataclasses, not a schema of ours
+        self.dataset, self.config, self.dataset_path = dataset, dict(params), dataset_path
+
+    def rows(self, split: str, count: int | None = None, seed: int = 42,
+             system_prompt: str | None = SYSTEM_PROMPT) -> Any:
+        from datasets import Dataset
+
+        rows: dict[str, list[Any]] = {"prompt": [], "completion": [], "ground_truth": [], "question": [],
+                                      "task_ref": []}
+        for ref, question, answer in entries(self.dataset, self.config, split, seed):
+            rows["question"].append(question)
+            rows["prompt"].append(build_messages(question, system_prompt))
+            # a task whose checker verifies any valid solution (graph_color, rush_hour...) has no answer to imitate
+            rows["completion"].append([] if answer is None else [{"role": "assistant",
+                                                                   "content": f"Final Answer: {answer}"}])
+            rows["ground_truth"].append("" if answer is None else str(answer))
+            rows["task_ref"].append(ref)
+        return subsample(Dataset.from_dict(rows), count, seed)
+
+    def described(self) -> str:
+        return self.dataset

@@ -26,11 +26,10 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
-from hello_agents_rl.data.formatting import build_messages
-from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.rollouts.trajectory import called
+from hello_agents_rl.tasks.base import Calls, Task, calls_made, subsample, validated
+from hello_agents_rl.tasks.formatting import build_messages
 
 SYSTEM_PROMPT = "Answer with the tools. End with 'Final Answer: <number>'."
 _KB_SEEDS = {"train": 7001, "test": 7002}  # fixed: the held-out entities never move with the run's seed
@@ -75,23 +74,6 @@ class LookupConfig(BaseModel):
     @classmethod
     def _over_the_defaults(cls, value: dict[int, float]) -> dict[int, float]:
         return {**_EARLY_STOP, **value}
-
-    @classmethod
-    def of(cls, params: dict[str, Any]) -> LookupConfig:
-        """`params` validated, or a ConfigError naming `dataset_config.KEY` and what it takes."""
-        if not isinstance(params, dict):
-            raise ConfigError(f"`dataset_config`: a mapping of the lookups task's parameters (got {params!r})")
-        try:
-            return cls.model_validate(params)
-        except ValidationError as invalid:
-            error = invalid.errors()[0]
-            key = str(error["loc"][0]) if error["loc"] else ""
-            if error["type"] == "extra_forbidden":
-                raise ConfigError(f"`dataset_config.{key}`: the lookups task has no such parameter "
-                                  f"(it has: {', '.join(cls.model_fields)})") from None
-            takes = cls.model_fields[key].description if key in cls.model_fields else ""
-            raise ConfigError(f"`dataset_config.{key}`: {takes} (got {params.get(key)!r}: "
-                              f"{error['msg'].removeprefix('Value error, ')})") from None
 
 
 def _name(rng: random.Random, used: set[str], words: int, suffix: str = "") -> str:
@@ -256,7 +238,7 @@ def make_dataset(split: str = "train", num_samples: int | None = None, seed: int
     """Rows of prompt, completion (the demonstrator's), ground_truth and question; None = the test split's set."""
     from datasets import Dataset
 
-    config = LookupConfig.of(params or {})
+    config = validated(LookupConfig, "lookups", params or {})
     rng = random.Random(seed + 1)
     rows: dict[str, list] = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "chain_length": []}
     for question in questions(split, config, num_samples, seed):
@@ -285,18 +267,40 @@ def chain_of(question: str) -> Question | None:
     return None
 
 
-def chain_made(question: str, made: set[tuple[str | None, str]]) -> bool:
+def chain_made(question: str, made: Calls) -> bool:
     """Whether the calls `made` ((tool, argument) pairs, any order, repeats and extra calls allowed) include every
     call of the question's chain: the agent reached the answer's inputs, whatever it answered."""
     chain = chain_of(question)
     return chain is not None and all((tool, argument) in made for tool, argument, _ in chain.calls)
 
 
-def chain_completion(details: list[dict[str, Any]]) -> float:
-    """The share of evaluated questions (rows with their `transcript`) whose every chain call was made."""
-    done = 0
-    for row in details:
-        made = {(name, str(value).strip()) for message in row.get("transcript", [])
-                for name, arguments in map(called, message.get("tool_calls") or []) for value in (arguments or {}).values()}
-        done += chain_made(row["question"], made)
-    return done / len(details) if details else 0.0
+def chain_completion(records: list[dict[str, Any]]) -> float:
+    """The share of evaluated questions whose every chain call was made."""
+    return sum(chain_made(r["question"], calls_made(r)) for r in records) / len(records) if records else 0.0
+
+
+class Lookups(Task):
+    """`dataset: lookups`: chains of 2 to 4 dependent tool calls about entities the held-out split never shares."""
+
+    name = "lookups"
+    Config = LookupConfig
+    system_prompt = SYSTEM_PROMPT
+    max_tool_turns = 5  # one above the longest chain
+    demonstrator = "guesses or stops a chain of lookups short"
+
+    def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = SYSTEM_PROMPT
+             ) -> Any:
+        """train: N seeded draws; test: the fixed held-out set, `count` of it by a seeded shuffle."""
+        params = self.config.model_dump()
+        if split == "train":
+            return make_dataset(split, count, seed, params, system_prompt)
+        return subsample(make_dataset(split, None, seed, params, system_prompt), count, seed)
+
+    def tools(self) -> list[Any]:
+        return [name if name == "calculator" else f"{__name__}:{name}" for name in tool_names(self.config)]
+
+    def metrics(self, records: Any) -> dict[str, float]:
+        return {"chain_completion_rate": chain_completion(list(records))}
+
+    def tokenizer_corpus(self) -> tuple[str, ...]:
+        return tokenizer_corpus()

@@ -1,0 +1,60 @@
+"""Tasks: each one object that owns its rows, tools, prompt, stopping rule, reward and metrics (`base.Task`).
+
+`task_for(dataset, dataset_config)` finds the task a run names: a built-in (`BUILT_IN`), a reasoning-gym generator
+(`reasoning_gym:<task>`), or the user's own Task class by import string (`my_tasks:Sorting`) or as the object itself.
+A file or a datasets.Dataset names no task: its rows are the user's own (`custom`). Pure Python above the rewards,
+so that the config layer validates `dataset_config` here without torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.imports import IMPORT_STRING, import_named
+from hello_agents_rl.paths import TASK_PREFIX, looks_like_local_path
+from hello_agents_rl.tasks.arithmetic import Arithmetic
+from hello_agents_rl.tasks.base import Task
+from hello_agents_rl.tasks.formatting import build_messages
+from hello_agents_rl.tasks.gsm8k import Gsm8k
+from hello_agents_rl.tasks.lookups import Lookups
+from hello_agents_rl.tasks.multiplication import Multiplication
+from hello_agents_rl.tasks.reasoning_gym import ReasoningGym
+
+BUILT_IN: dict[str, type[Task]] = {task.name: task for task in (Gsm8k, Arithmetic, Multiplication, Lookups)}
+
+
+def names_a_task(dataset: Any) -> bool:
+    """Whether `dataset` names a task (as opposed to a file of rows or a datasets.Dataset)."""
+    if isinstance(dataset, Task) or (inspect.isclass(dataset) and issubclass(dataset, Task)):
+        return True
+    if not isinstance(dataset, str):
+        return False
+    return (dataset in BUILT_IN or dataset.startswith(TASK_PREFIX)
+            or (IMPORT_STRING.fullmatch(dataset) is not None and not looks_like_local_path(dataset)))
+
+
+def task_for(dataset: Any, dataset_config: dict[str, Any] | None = None, dataset_path: str | None = None
+             ) -> Task | None:
+    """The task `dataset` names, its `dataset_config` validated (ConfigError naming the key); None for rows of the
+    user's own (a file, a datasets.Dataset)."""
+    if isinstance(dataset, Task):
+        if dataset_config:
+            raise ConfigError("`dataset_config`: the task is given as an object, already configured; remove "
+                              "dataset_config or give the task's class")
+        return dataset
+    if not names_a_task(dataset):
+        return None
+    if isinstance(dataset, str) and dataset.startswith(TASK_PREFIX):
+        return ReasoningGym(dataset, dataset_config, dataset_path)
+    if isinstance(dataset, str) and dataset in BUILT_IN:
+        return BUILT_IN[dataset](dataset_config, dataset_path)
+    found = import_named(dataset, "dataset") if isinstance(dataset, str) else dataset
+    if not (inspect.isclass(found) and issubclass(found, Task)):
+        raise ConfigError(f"`dataset`: {dataset!r} is {type(found).__name__} {found!r}, not a Task class. Fix: name a "
+                          "subclass of hello_agents_rl.tasks.Task ('my_module:MyTask'), or a .jsonl/.csv file")
+    return found(dataset_config, dataset_path)
+
+
+__all__ = ["BUILT_IN", "Task", "build_messages", "names_a_task", "task_for"]
