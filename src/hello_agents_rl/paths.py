@@ -1,4 +1,4 @@
-"""A leaf: what a name a user gave refers to (a path on disk, a hub id, a task) and what the filesystem says
+"""A leaf: what a name a user gave refers to (a path on disk or a hub id) and what the filesystem says
 about a path. Imports nothing of the package.
 
 Each `*_problem` returns why the path cannot be used, or None; the config layer turns that into a
@@ -10,13 +10,6 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-
-TASK_PREFIX = "reasoning_gym:"  # `dataset: "reasoning_gym:<task>"`: a reasoning-gym generator (tasks/reasoning_gym.py)
-
-
-def is_task_name(dataset: object) -> bool:
-    return isinstance(dataset, str) and dataset.startswith(TASK_PREFIX)
-
 
 def looks_like_local_path(name: str) -> bool:
     """A hub id is `org/name` (one slash, no leading dot); anything else is a path on disk."""

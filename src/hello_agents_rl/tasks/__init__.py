@@ -13,14 +13,14 @@ from typing import Any
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.imports import IMPORT_STRING, import_named
-from hello_agents_rl.paths import TASK_PREFIX, looks_like_local_path
+from hello_agents_rl.paths import looks_like_local_path
 from hello_agents_rl.tasks.arithmetic import Arithmetic
 from hello_agents_rl.tasks.base import Task
 from hello_agents_rl.tasks.formatting import build_messages
 from hello_agents_rl.tasks.gsm8k import Gsm8k
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
-from hello_agents_rl.tasks.reasoning_gym import ReasoningGym
+from hello_agents_rl.tasks.reasoning_gym import TASK_PREFIX, ReasoningGym
 
 BUILT_IN: dict[str, type[Task]] = {task.name: task for task in (Gsm8k, Arithmetic, Multiplication, Lookups)}
 

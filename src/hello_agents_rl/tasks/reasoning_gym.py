@@ -16,14 +16,18 @@ import json
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError, did_you_mean
-from hello_agents_rl.paths import TASK_PREFIX
 from hello_agents_rl.rewards.task_library import draw, library, task_ref
 from hello_agents_rl.tasks.base import Task, subsample
 from hello_agents_rl.tasks.formatting import build_messages
 
+TASK_PREFIX = "reasoning_gym:"  # `dataset: "reasoning_gym:<task>"`: a reasoning-gym generator
 TEST_SEED = 1_000_000_000  # fixed: the held-out split never moves with the run's seed
 OWN_KEYS = ("seed",)  # set by the split, never by the user
 SYSTEM_PROMPT = "Solve the task. End your reply with a last line 'Final Answer: <answer>', the answer alone."
+
+
+def is_task_name(dataset: object) -> bool:
+    return isinstance(dataset, str) and dataset.startswith(TASK_PREFIX)
 
 
 def check(dataset: str, params: dict[str, Any]) -> None:
