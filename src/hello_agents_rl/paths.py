@@ -11,6 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
+
 def looks_like_local_path(name: str) -> bool:
     """A hub id is `org/name` (one slash, no leading dot); anything else is a path on disk."""
     return (

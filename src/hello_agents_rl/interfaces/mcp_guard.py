@@ -27,8 +27,8 @@ from hello_agents_rl.config.base import PathRole, SectionOf
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.imports import IMPORT_STRING
 from hello_agents_rl.paths import looks_like_local_path
-from hello_agents_rl.tasks.reasoning_gym import is_task_name
 from hello_agents_rl.rollouts.tool_registry import BUILTIN_TOOLS
+from hello_agents_rl.tasks.reasoning_gym import is_task_name
 from hello_agents_rl.workflows.actions import ACTIONS
 
 _DATA_FILES = (".jsonl", ".json", ".csv")
