@@ -84,8 +84,8 @@ def _skip_and_plain(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_skip_trains_the_varied_groups_exactly_as_trl_and_scores_nothing_else(tiny_model: str, tmp_path: Path,
                                                                                monkeypatch) -> None:
     ours, theirs, rows = _skip_and_plain(tiny_model, tmp_path, monkeypatch)
-    assert type(ours).__name__ == "DynamicSamplingGRPOTrainer" and type(theirs).__name__ == "GRPOTrainer"
-    base = type(ours).__mro__[1]  # FastGRPOTrainer: what runs each forward
+    assert type(ours).__name__ == "DynamicSamplingFastGRPOTrainer" and type(theirs).__name__ == "GRPOTrainer"
+    base = next(c for c in type(ours).__mro__ if c.__name__ == "FastGRPOTrainer")  # what runs each forward
     scored, generated = [], []
     original = base._get_per_token_logps_and_entropies
 
@@ -215,19 +215,13 @@ def test_the_groups_logged_as_varied_are_the_groups_trained(generations: int, ti
     from hello_agents_rl.trainers import dynamic_sampling
 
     trained: list[int] = []  # the rows each micro-step's loss is computed on
-    real_class = dynamic_sampling.dynamic_sampling_class
+    real_loss = dynamic_sampling.DynamicSampling.compute_loss
 
-    def counting_class(base: type) -> type:
-        cls = real_class(base)
+    def counting_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        trained.append(int(inputs["completion_ids"].size(0)))
+        return real_loss(self, model, inputs, return_outputs, num_items_in_batch)
 
-        class Counting(cls):
-            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-                trained.append(int(inputs["completion_ids"].size(0)))
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-
-        return Counting
-
-    monkeypatch.setattr(dynamic_sampling, "dynamic_sampling_class", counting_class)
+    monkeypatch.setattr(dynamic_sampling.DynamicSampling, "compute_loss", counting_loss)
     out = tmp_path / "run"
     result = RLTrainingTool().run({
         "action": "train", "algorithm": "grpo", "model_name": tiny_model, "output_dir": str(out),
@@ -244,3 +238,18 @@ def test_the_groups_logged_as_varied_are_the_groups_trained(generations: int, ti
         rows = trained[4 * step: 4 * step + 4]
         assert sum(rows) == varied * generations and all(r % generations == 0 for r in rows), (rows, entry)
     assert any(0 < e[GROUPS] < 4 for e in steps), "a step with some groups varied and some not"
+
+
+def test_the_trainer_class_is_composed_once_and_named_for_its_parts() -> None:
+    from hello_agents_rl.config import TrainConfig
+    from hello_agents_rl.trainers import fast
+    from hello_agents_rl.trainers.agent_run import FinishEndsTheRollout
+    from hello_agents_rl.trainers.build import grpo_trainer_class
+    from hello_agents_rl.trainers.dynamic_sampling import DynamicSampling
+
+    react = type("Spec", (), {"finish_tool": "Finish"})()
+    plain = TrainConfig(model_name="org/m", dataset="arithmetic")
+    assert grpo_trainer_class(plain) is fast.FastGRPOTrainer
+    both = grpo_trainer_class(plain.model_copy(update={"dynamic_sampling": "skip"}), react)
+    assert both.__name__ == "FinishEndsTheRolloutDynamicSamplingFastGRPOTrainer" and both.finish_tool == "Finish"
+    assert both.__mro__[1:4] == (FinishEndsTheRollout, DynamicSampling, fast.FastGRPOTrainer)

@@ -193,11 +193,10 @@ def test_an_override_or_a_replacement_of_another_librarys_private_method_counts_
 def test_a_replaced_method_whose_signature_changed_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trl.GRPOTrainer, "_get_tool_suffix_ids", lambda self, messages, extra: [1])
     assert "changed the signature" in coupling.replaced_blocker("trl", "GRPOTrainer", "_get_tool_suffix_ids")
-    from hello_agents_rl.trainers.agent_run import trainer_class
+    from hello_agents_rl.trainers.agent_run import FinishEndsTheRollout
 
-    spec = type("Spec", (), {"finish_tool": "Finish"})()
     with pytest.raises(RuntimeError, match="changed the signature of GRPOTrainer._get_tool_suffix_ids"):
-        trainer_class(trl.GRPOTrainer, spec)
+        FinishEndsTheRollout()  # refused before TRL's trainer is built
 
 
 def test_a_run_whose_log_lacks_a_metric_it_reads_says_which_once(capsys: pytest.CaptureFixture) -> None:

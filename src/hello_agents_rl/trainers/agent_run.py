@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trl import GRPOTrainer
+
 from hello_agents_rl.coupling import replaced_blocker
 from hello_agents_rl.rollouts.agent_spec import AgentSpec, agent_spec
 
@@ -30,26 +32,25 @@ def with_agent_prompts(rows: Any, spec: AgentSpec) -> Any:
     return rows.map(agent_prompt)
 
 
-def trainer_class(base: type, spec: AgentSpec) -> type:
-    """`base` (a GRPOTrainer) whose rollouts end at the agent's Finish call, as agent.run does."""
-    finish = spec.finish_tool
-    if finish is None:
-        return base
-    problem = replaced_blocker("trl", "GRPOTrainer", "_get_tool_suffix_ids")
-    if problem:  # TRL's loop changed: Finish would not end the rollout
-        raise RuntimeError(f"{problem}: a ReActAgent's Finish cannot end its rollouts; use the TRL version in "
-                           "requirements.lock")
+class FinishEndsTheRollout(GRPOTrainer):
+    """GRPO whose rollouts end at the agent's `finish_tool` call (a ReActAgent's Finish), as agent.run does;
+    composed over the run's trainer in trainers/build.py, with `finish_tool` set there."""
 
-    class AgentGRPOTrainer(base):  # type: ignore[misc, valid-type]
-        def _get_tool_suffix_ids(self, tool_messages: list[dict[str, Any]]) -> list[int]:
-            if any(m.get("name") == finish for m in tool_messages):
-                # longer than the completion budget: TRL rolls this round's tool messages back and ends the
-                # rollout on the Finish call, whose tokens are the last ones trained on
-                return [self._tokenizer.pad_token_id or 0] * (self.max_completion_length + 1)
-            return super()._get_tool_suffix_ids(tool_messages)
+    finish_tool: str = ""
 
-    AgentGRPOTrainer.__name__ = AgentGRPOTrainer.__qualname__ = base.__name__
-    return AgentGRPOTrainer
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        problem = replaced_blocker("trl", "GRPOTrainer", "_get_tool_suffix_ids")
+        if problem:  # TRL's loop changed: Finish would not end the rollout
+            raise RuntimeError(f"{problem}: a ReActAgent's Finish cannot end its rollouts; use the TRL version in "
+                               "requirements.lock")
+        super().__init__(*args, **kwargs)
+
+    def _get_tool_suffix_ids(self, tool_messages: list[dict[str, Any]]) -> list[int]:
+        if any(m.get("name") == self.finish_tool for m in tool_messages):
+            # longer than the completion budget: TRL rolls this round's tool messages back and ends the
+            # rollout on the Finish call, whose tokens are the last ones trained on
+            return [self._tokenizer.pad_token_id or 0] * (self.max_completion_length + 1)
+        return super()._get_tool_suffix_ids(tool_messages)
 
 
 def summary(spec: AgentSpec) -> dict[str, Any]:

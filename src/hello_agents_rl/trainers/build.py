@@ -14,7 +14,6 @@ from datasets import Dataset
 
 from hello_agents_rl.config import TrainConfig
 from hello_agents_rl.outputs import final_model_dir
-from hello_agents_rl.trainers.agent_run import trainer_class as agent_trainer_class
 from hello_agents_rl.trainers.args import lora_for, trl_args
 from hello_agents_rl.trainers.tool_run import trainer_kwargs, uses_tools, with_tool_column
 
@@ -52,17 +51,12 @@ def build_trainer(
     args = args if args is not None else training_arguments(cfg, device, bf16)
     if cfg.algorithm == "grpo":
         keep = grpo_columns(train_data)
-        trainer_class = fast.FastGRPOTrainer
+        trainer_class = grpo_trainer_class(cfg, spec)
         extra = {"reward_funcs": [reward_fn]}  # already adapted: see rewards.to_trl_reward
-        if cfg.dynamic_sampling != "off":  # groups with equal rewards left out (trainers/dynamic_sampling.py)
-            from hello_agents_rl.trainers.dynamic_sampling import dynamic_sampling_class
-
-            trainer_class = dynamic_sampling_class(trainer_class)
+        if cfg.dynamic_sampling != "off":
             extra |= {"dynamic_sampling": cfg.dynamic_sampling, "dynamic_sampling_rounds": cfg.dynamic_sampling_rounds}
         if uses_tools(cfg):  # TRL's multi-turn tool loop, guarded tools (agentic/)
             extra |= trainer_kwargs(cfg, spec)
-        if spec is not None:  # a ReActAgent's Finish ends the rollout
-            trainer_class = agent_trainer_class(trainer_class, spec)
     else:
         from trl import SFTTrainer
 
@@ -90,6 +84,33 @@ def build_trainer(
 
 
 TRL_CARD_MARK = "It has been trained using [TRL]"  # a line of TRL's own model card template
+
+
+def grpo_trainer_class(cfg: TrainConfig, spec: Any = None) -> type:
+    """The run's GRPO trainer, composed here and nowhere else. Each part is a GRPOTrainer subclass that adds one
+    thing, and the class is named for its parts (tracebacks show what ran):
+
+        FinishEndsTheRollout  a ReActAgent's Finish ends the rollout          (trainers/agent_run.py)
+        DynamicSampling       groups whose rewards are all equal left out     (trainers/dynamic_sampling.py)
+        FastGRPOTrainer       the fast path where verified, else TRL's code   (trainers/fast/trainer.py)
+    """
+    from hello_agents_rl.trainers import fast
+    from hello_agents_rl.trainers.agent_run import FinishEndsTheRollout
+
+    parts: list[type] = []
+    attributes: dict[str, Any] = {}
+    if spec is not None and spec.finish_tool:
+        parts.append(FinishEndsTheRollout)
+        attributes["finish_tool"] = spec.finish_tool
+    if cfg.dynamic_sampling != "off":
+        from hello_agents_rl.trainers.dynamic_sampling import DynamicSampling
+
+        parts.append(DynamicSampling)
+    if not parts:
+        return fast.FastGRPOTrainer
+    base = fast.FastGRPOTrainer
+    name = "".join(part.__name__ for part in parts) + base.__name__
+    return type(name, (*parts, base), {"__module__": __name__, **attributes})
 
 
 def keep_user_readme(trainer: Any) -> None:
