@@ -155,6 +155,16 @@ def hello_agents_100(borrowed_packages: Path, tmp_path_factory: pytest.TempPathF
     return venv
 
 
+@pytest.fixture(scope="session")
+def hub_environments(borrowed_packages: Path, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """verifiers 0.4.0 and openenv-core 0.3.0 from the registry, with this project's wheel, in an environment that
+    borrows this one's other packages (verifiers pins mcp==2.0.0, which this environment keeps to itself)."""
+    venv = Venv(tmp_path_factory.mktemp("hubs") / "venv", borrowed_packages)
+    venv.pip("install", "verifiers==0.4.0", "openenv-core==0.3.0")
+    venv.pip("install", "--no-deps", wheel)
+    return venv
+
+
 def python312() -> str | None:
     """A Python 3.12 interpreter (hello-agents 1.0.1 needs >= 3.12): on PATH, or one pyenv installed."""
     import glob

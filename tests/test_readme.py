@@ -203,3 +203,8 @@ def test_the_agent_lookups_sentence_quotes_its_recorded_seeds() -> None:
 def test_the_agent_evaluation_speed_is_the_recorded_benchmark() -> None:
     assert read_block("agent-eval-speed") == _rendered("agent_eval_speed", "agent_eval_speed.json"), (
         "run: benchmarks/agent_eval_speed.py MODEL --smollm2 --record")
+
+
+def test_the_design_docs_step_map_is_the_recorded_measurement() -> None:
+    assert read_block("step-files") == _rendered("step_files", "step_files.json"), (
+        "run: python benchmarks/step_files.py --record (with hello-agents installed)")

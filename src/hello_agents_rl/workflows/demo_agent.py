@@ -23,20 +23,19 @@ import io
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.rewards.correctness import is_correct
 from hello_agents_rl.rollouts.agent_spec import AGENT_EXTRAS, agent_spec
 from hello_agents_rl.rollouts.tool_registry import resolve_tools
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
-from hello_agents_rl.workflows.clock import Clock
+from hello_agents_rl.workflows.demo_driver import drive
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
 from hello_agents_rl.workflows.demo_tool_use import (
     LOOKUPS,
@@ -44,16 +43,12 @@ from hello_agents_rl.workflows.demo_tool_use import (
     Recipe,
     grpo_settings,
     sft_settings,
-    starting_model,
     task_rows,
     task_tools,
-    training_record,
 )
 from hello_agents_rl.workflows.demo_tool_use import SMOLLM2 as TOOLS_SMOLLM2
 from hello_agents_rl.workflows.demos import AGENT, demo_name
-from hello_agents_rl.workflows.reuse import reuse_or_train
 from hello_agents_rl.workflows.serve import running, served_model_id
-from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 
 INSTALL = "pip install 'hello-agents-rl[agent]'"  # hello-agents 1.x: 1.0.0 on Python 3.10+, 1.0.1 on 3.12+
 SYSTEM_PROMPT = "Multiply with the calculator. End with 'Final Answer: <number>'."
@@ -159,55 +154,61 @@ def make_agent(folder: Path, recipe: Recipe, base_url: str = "http://127.0.0.1:9
                        tool_registry=registry)
 
 
+class AgentLoop:
+    """The agent's harness: GRPO trains the agent itself (`"agent": agent`); agent.run answers the held-out
+    questions against `hello-agents-rl serve` of each model."""
+
+    eval_lap = "agent_eval"
+    outputs = "results.json, agent_details.jsonl (each answer and its tool calls), models and logs"
+
+    def __init__(self, recipe: Recipe, package: Any) -> None:
+        self.recipe, self.package = recipe, package
+        self.name = demo_name(recipe.task, AGENT)
+
+    def introduce(self, out: Path) -> str:
+        self.agent = make_agent(out, self.recipe, max_tool_turns=self.recipe.max_tool_turns)
+        tools = ", ".join(t["function"]["name"] for t in agent_spec(self.agent).schemas)
+        return (f"{self.recipe.model} model with a tool-calling chat template; hello-agents {self.package.__version__} "
+                f"{type(self.agent).__name__} with its tools: {tools}")
+
+    def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]:
+        """Imitation of the demonstrator's transcripts as the agent renders them."""
+        return _train(self.recipe, seed, self.agent) | sft_settings(self.recipe) | {
+            "model_name": start, "output_dir": str(out), "dataset": demonstrations(self.agent, self.recipe, seed)}
+
+    def grpo_params(self, sft_model: str, out: Path, seed: int) -> dict[str, Any]:
+        """GRPO on the agent itself: its prompt, its tools, its turn limit."""
+        recipe = self.recipe
+        return _train(recipe, seed, self.agent) | grpo_settings(recipe) | {
+            "model_name": sft_model, "output_dir": str(out),
+            "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)}
+
+    def evaluation(self) -> str:
+        return (f"the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
+                f"{self.recipe.eval_questions} held-out questions")
+
+    def evaluate(self, runs: dict[str, dict[str, Any]], out: Path, seed: int) -> dict[str, Any]:
+        details = {name: run_agent(run["model_path"], self.recipe, out / name / "agent_details.jsonl")
+                   for name, run in runs.items()}
+        return {"hello_agents": self.package.__version__, "agent": runs["grpo"].get("prompt", {}).get("agent"),
+                **{name: summary(rows, self.recipe) for name, rows in details.items()},
+                "grpo_minus_sft": paired_gain(details["sft"], details["grpo"])}
+
+    def table(self, results: dict[str, Any]) -> str:
+        return format_table(results)
+
+
 def run_demo(output_dir: str | Path = "outputs/demo_agent", seed: int = 0, quick: bool = False,
              recipe: Recipe | None = None, model: str = "tiny", reuse: bool = False,
              task: str = Multiplication.name) -> dict[str, Any]:
-    """Build, SFT, GRPO, then the real agent loop on each model. `reuse`: keep the SFT and GRPO runs this folder
-    already completed (same seed and recipe) and only run the agents again. `task`: multiplication (a SimpleAgent
-    with a calculator) or lookups (a ReActAgent with lookup and calculator)."""
+    """Build, SFT, GRPO, then the real agent loop on each model (workflows/demo_driver.py). `reuse`: keep the SFT and
+    GRPO runs this folder already completed from the same call and only run the agents again. `task`:
+    multiplication (a SimpleAgent with a calculator) or lookups (a ReActAgent with lookup and calculator)."""
     package = hello_agents()  # before anything is built: without hello-agents, say how to install it
     recipe = recipe or RECIPE_BOOKS[task][(model, quick)]
     if recipe.model == "smollm2":
         smollm2_gguf()
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    resume = start_or_resume(out, {"demo": f"agent-{recipe.task}", "seed": seed, "recipe": asdict(recipe)})
-    clock = Clock()
-    agent = make_agent(out, recipe, max_tool_turns=recipe.max_tool_turns)
-
-    tools = ", ".join(t["function"]["name"] for t in agent_spec(agent).schemas)
-    print(f"== 1/4 {recipe.model} model with a tool-calling chat template; hello-agents {package.__version__} "
-          f"{type(agent).__name__} with its tools: {tools}", flush=True)
-    start = starting_model(recipe, out, seed)
-    clock.lap("build")
-    print(f"== 2/4 SFT on the agent's transcripts of a demonstrator that {recipe.task_of().demonstrator}",
-          flush=True)
-    sft = reuse_or_train(out / "sft", _train(recipe, seed, agent) | sft_settings(recipe) | {
-        "model_name": str(start), "output_dir": str(out / "sft"), "dataset": demonstrations(agent, recipe, seed)},
-        reuse, lambda params: run_stage(params, "SFT", resume))
-    clock.lap("sft")
-    print("== 3/4 GRPO on the agent itself, rewarded only for the right final answer", flush=True)
-    grpo = reuse_or_train(out / "grpo", _train(recipe, seed, agent) | grpo_settings(recipe) | {
-        "model_name": sft["model_path"], "output_dir": str(out / "grpo"),
-        "dataset": task_rows(recipe, recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)},
-        reuse, lambda params: run_stage(params, "GRPO", resume))
-    clock.lap("grpo")
-    print(f"== 4/4 the real agent loop: agent.run(question) against `hello-agents-rl serve` of each model, "
-          f"{recipe.eval_questions} held-out questions", flush=True)
-    details = {name: run_agent(run["model_path"], recipe, out / name / "agent_details.jsonl")
-               for name, run in (("sft", sft), ("grpo", grpo))}
-    clock.lap("agent_eval")
-    results = {"task": demo_name(recipe.task, AGENT), "seed": seed, "quick": quick,
-               "hello_agents": package.__version__, **training_record(sft, grpo),
-               "agent": grpo.get("prompt", {}).get("agent"),
-               **{name: summary(rows, recipe) for name, rows in details.items()},
-               "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]), "recipe": asdict(recipe),
-               "seconds": clock.laps, "cpu_seconds": clock.cpu_laps, "wall_time_s": clock.total()}
-    atomic_write_json(out / RESULTS, results)
-    print(format_table(results), flush=True)
-    print(f"results.json, agent_details.jsonl (each answer and its tool calls), models and logs in {out}",
-          flush=True)
-    return results
+    return drive(AgentLoop(recipe, package), output_dir, seed, quick, reuse)
 
 
 def _train(recipe: Recipe, seed: int, agent: Any) -> dict[str, Any]:

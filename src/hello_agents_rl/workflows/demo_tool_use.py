@@ -22,15 +22,12 @@ from typing import Any
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
 from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
-from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.tasks import Task, task_for
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
 from hello_agents_rl.workflows import actions
-from hello_agents_rl.workflows.clock import Clock
+from hello_agents_rl.workflows.demo_driver import drive
 from hello_agents_rl.workflows.demos import TOOL_LOOP, demo_name
-from hello_agents_rl.workflows.reuse import reuse_or_train
-from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 
 
 @dataclass(frozen=True)
@@ -122,57 +119,53 @@ def task_rows(recipe: Recipe, count: int, seed: int) -> Any:
     return recipe.task_of().demonstrations(count, seed)
 
 
+class ToolLoop:
+    """The plain tool loop's harness: TRL's loop in training, `evaluate`'s on the held-out questions."""
+
+    eval_lap = "evaluate"
+    outputs = "results.json, report.md, eval_details.jsonl (transcripts), models and logs"
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe, self.task = recipe, recipe.task_of()
+        self.name = demo_name(recipe.task, TOOL_LOOP)
+
+    def introduce(self, out: Path) -> str:
+        return f"{self.recipe.model} model with a tool-calling chat template -> {out / self.recipe.model}"
+
+    def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]:
+        return sft_params(start, out, self.recipe, seed)
+
+    def grpo_params(self, sft_model: str, out: Path, seed: int) -> dict[str, Any]:
+        return grpo_params(sft_model, out, self.recipe, seed)
+
+    def evaluation(self) -> str:
+        return (f"held-out evaluation ({self.recipe.eval_questions} questions, greedy, "
+                f"{', '.join(self.task.tools())} available)")
+
+    def evaluate(self, runs: dict[str, dict[str, Any]], out: Path, seed: int) -> dict[str, Any]:
+        evaluations = {name: evaluate(run["model_path"], self.recipe, seed, out / name / "eval_details.jsonl")
+                       for name, run in runs.items()}
+        details = eval_details(out)
+        for name, evaluation in evaluations.items():
+            evaluation.update(self.task.metrics(details[name]))
+        figures = {name: summary(runs[name], evaluation) for name, evaluation in evaluations.items()}
+        write_report(out, {"seed": seed, **figures}, details)
+        return {**figures, "grpo_minus_sft": paired_gain(details["sft"], details["grpo"])}
+
+    def table(self, results: dict[str, Any]) -> str:
+        return format_table(results)
+
+
 def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick: bool = False,
              recipe: Recipe | None = None, model: str = "tiny", task: str = Multiplication.name, reuse: bool = False
              ) -> dict[str, Any]:
-    """Build, SFT, GRPO, then both models on the held-out questions. `reuse`: keep an SFT or GRPO run this folder
-    completed from exactly the same call and starting model (workflows/reuse.py), so a GRPO change reruns GRPO only."""
+    """Build, SFT, GRPO, then both models on the held-out questions (workflows/demo_driver.py). `reuse`: keep an SFT
+    or GRPO run this folder completed from exactly the same call and starting model (workflows/reuse.py), so a GRPO
+    change reruns GRPO only."""
     recipe = recipe or RECIPE_BOOKS[task][(model, quick)]
-    the_task = recipe.task_of()
     if recipe.model == "smollm2":
         smollm2_gguf()  # before any folder: a missing wheel says so
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    resume = start_or_resume(out, {"demo": recipe.task, "seed": seed, "recipe": asdict(recipe)})
-    clock = Clock()
-    print(f"== 1/4 {recipe.model} model with a tool-calling chat template -> {out / recipe.model}", flush=True)
-    start = starting_model(recipe, out, seed)
-    clock.lap("build")
-    print(f"== 2/4 SFT on the transcripts of a demonstrator that {the_task.demonstrator}", flush=True)
-    sft = reuse_or_train(out / "sft", sft_params(str(start), out / "sft", recipe, seed), reuse,
-                         lambda params: run_stage(params, "SFT", resume))
-    clock.lap("sft")
-    print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = reuse_or_train(out / "grpo", grpo_params(sft["model_path"], out / "grpo", recipe, seed), reuse,
-                          lambda params: run_stage(params, "GRPO", resume))
-    clock.lap("grpo")
-    print(f"== 4/4 held-out evaluation ({recipe.eval_questions} questions, greedy, {', '.join(task_tools(recipe))} "
-          "available)", flush=True)
-    sft_eval = evaluate(sft["model_path"], recipe, seed, out / "sft" / "eval_details.jsonl")
-    grpo_eval = evaluate(grpo["model_path"], recipe, seed, out / "grpo" / "eval_details.jsonl")
-    clock.lap("evaluate")
-    details = eval_details(out)
-    for key, evaluation in (("sft", sft_eval), ("grpo", grpo_eval)):
-        evaluation.update(the_task.metrics(details[key]))
-    results = {
-        "task": demo_name(recipe.task, TOOL_LOOP),
-        "seed": seed,
-        "quick": quick,
-        **training_record(sft, grpo),
-        "sft": summary(sft, sft_eval),
-        "grpo": summary(grpo, grpo_eval),
-        "grpo_minus_sft": paired_gain(details["sft"], details["grpo"]),
-        "recipe": asdict(recipe),
-        "seconds": clock.laps,
-        "cpu_seconds": clock.cpu_laps,
-        "wall_time_s": clock.total(),
-        "cpu_time_s": clock.cpu_total(),  # the demo's own cost on a shared machine
-    }
-    atomic_write_json(out / RESULTS, results)
-    write_report(out, results, details)
-    print(format_table(results), flush=True)
-    print(f"results.json, report.md, eval_details.jsonl (transcripts), models and logs in {out}", flush=True)
-    return results
+    return drive(ToolLoop(recipe), output_dir, seed, quick, reuse)
 
 
 def starting_model(recipe: Recipe, out: Path, seed: int) -> Path:

@@ -1,0 +1,72 @@
+"""The four stages every tool demo runs, written once over (task x harness): build the starting model, SFT on the
+task's demonstrator, GRPO rewarded for the right final answer, then both models on the held-out questions.
+
+A harness says what differs: the plain tool loop (workflows/demo_tool_use.py: TRL's loop in training, `evaluate`'s
+in scoring) or the reader's hello-agents agent (workflows/demo_agent.py: trained with `"agent": agent`, scored by
+agent.run against the served model). Each stage stops on an interrupt and resumes on a rerun
+(workflows/stages.py); `reuse` keeps a run made from exactly the same call (workflows/reuse.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+from hello_agents_rl.outputs import RESULTS, atomic_write_json
+from hello_agents_rl.workflows.clock import Clock
+from hello_agents_rl.workflows.reuse import reuse_or_train
+from hello_agents_rl.workflows.stages import run_stage, start_or_resume
+
+
+class Harness(Protocol):
+    """What one demo's harness brings to the four stages."""
+
+    recipe: Any  # workflows/demo_tool_use.py: Recipe
+    name: str  # `demo --task NAME`
+    eval_lap: str  # the evaluation's name in results.json's `seconds`
+    outputs: str  # what the demo's folder holds, as the last line says
+
+    def introduce(self, out: Path) -> str: ...  # stage 1's line, after what it prepares (an agent)
+
+    def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]: ...
+
+    def grpo_params(self, sft_model: str, out: Path, seed: int) -> dict[str, Any]: ...
+
+    def evaluation(self) -> str: ...  # stage 4's line
+
+    def evaluate(self, runs: dict[str, dict[str, Any]], out: Path, seed: int) -> dict[str, Any]: ...
+
+    def table(self, results: dict[str, Any]) -> str: ...
+
+
+def drive(harness: Harness, output_dir: str | Path, seed: int, quick: bool, reuse: bool) -> dict[str, Any]:
+    """The four stages; results.json: the harness's figures, the training record and the cost of each stage."""
+    from hello_agents_rl.workflows.demo_tool_use import starting_model, training_record
+
+    recipe = harness.recipe
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resume = start_or_resume(out, {"demo": harness.name, "seed": seed, "recipe": asdict(recipe)})
+    clock = Clock()
+    print(f"== 1/4 {harness.introduce(out)}", flush=True)
+    start = starting_model(recipe, out, seed)
+    clock.lap("build")
+    print(f"== 2/4 SFT on the transcripts of a demonstrator that {recipe.task_of().demonstrator}", flush=True)
+    sft = reuse_or_train(out / "sft", harness.sft_params(str(start), out / "sft", seed), reuse,
+                         lambda params: run_stage(params, "SFT", resume))
+    clock.lap("sft")
+    print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
+    grpo = reuse_or_train(out / "grpo", harness.grpo_params(sft["model_path"], out / "grpo", seed), reuse,
+                          lambda params: run_stage(params, "GRPO", resume))
+    clock.lap("grpo")
+    print(f"== 4/4 {harness.evaluation()}", flush=True)
+    figures = harness.evaluate({"sft": sft, "grpo": grpo}, out, seed)
+    clock.lap(harness.eval_lap)
+    results = {"task": harness.name, "seed": seed, "quick": quick, **training_record(sft, grpo), **figures,
+               "recipe": asdict(recipe), "seconds": clock.laps, "cpu_seconds": clock.cpu_laps,
+               "wall_time_s": clock.total(), "cpu_time_s": clock.cpu_total()}  # the demo's own cost, shared or not
+    atomic_write_json(out / RESULTS, results)
+    print(harness.table(results), flush=True)
+    print(f"{harness.outputs} in {out}", flush=True)
+    return results
