@@ -47,7 +47,7 @@ def files_run(call: Any) -> set[str]:
 def one_agent_step(folder: Path) -> dict[str, Any]:
     from hello_agents_rl.interfaces.tool import RLTrainingTool  # the book's class, as hello_agents.tools gives it
     from hello_agents_rl.workflows import demo_agent
-    from hello_agents_rl.workflows.demo_tool_use import starting_model
+    from hello_agents_rl.workflows.demo_driver import starting_model
 
     recipe = replace(demo_agent.LOOKUP_RECIPES[("tiny", True)], grpo_batch_size=2, num_generations=2,
                      max_new_tokens=48)

@@ -13,6 +13,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
+from hello_agents_rl.models.packaged import smollm2_tool_model
+from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
 from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.workflows.clock import Clock
 from hello_agents_rl.workflows.reuse import reuse_or_train
@@ -42,8 +44,6 @@ class Harness(Protocol):
 
 def drive(harness: Harness, output_dir: str | Path, seed: int, quick: bool, reuse: bool) -> dict[str, Any]:
     """The four stages; results.json: the harness's figures, the training record and the cost of each stage."""
-    from hello_agents_rl.workflows.demo_tool_use import starting_model, training_record
-
     recipe = harness.recipe
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -70,3 +70,22 @@ def drive(harness: Harness, output_dir: str | Path, seed: int, quick: bool, reus
     print(harness.table(results), flush=True)
     print(f"{harness.outputs} in {out}", flush=True)
     return results
+
+
+def starting_model(recipe: Any, out: Path, seed: int) -> Path:
+    """The model SFT starts from, built (tiny) or unpacked (SmolLM2) under `out`."""
+    if recipe.model == "smollm2":
+        return smollm2_tool_model(out / "smollm2")
+    corpus = recipe.task_of().tokenizer_corpus()
+    if corpus:  # a tokenizer that merges the task's text as well
+        return build_tiny_tool_model(out / "tiny", seed=seed, corpus=corpus, vocab_size=800)
+    return build_tiny_tool_model(out / "tiny", seed=seed)
+
+
+def training_record(sft: dict[str, Any], grpo: dict[str, Any]) -> dict[str, Any]:
+    """What a demo keeps of its two training runs, by phase: which it reused, and the wall and CPU seconds each run
+    recorded of itself (kept through a reuse, where the demo's own laps are not)."""
+    runs = (("sft", sft), ("grpo", grpo))
+    return {"reused_training": [name for name, run in runs if run.get("reused")],
+            "train_runtime_s": {name: run.get("train_runtime_s") for name, run in runs},
+            "train_cpu_s": {name: run.get("train_cpu_s") for name, run in runs}}

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.evaluation.stats import paired_gain
-from hello_agents_rl.models.packaged import smollm2_gguf, smollm2_tool_model
-from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+from hello_agents_rl.models.packaged import smollm2_gguf
 from hello_agents_rl.tasks import Task, task_for
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
@@ -168,16 +167,6 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     return drive(ToolLoop(recipe), output_dir, seed, quick, reuse)
 
 
-def starting_model(recipe: Recipe, out: Path, seed: int) -> Path:
-    """The model SFT starts from, built (tiny) or unpacked (SmolLM2) under `out`."""
-    if recipe.model == "smollm2":
-        return smollm2_tool_model(out / "smollm2")
-    corpus = recipe.task_of().tokenizer_corpus()
-    if corpus:  # a tokenizer that merges the task's text as well
-        return build_tiny_tool_model(out / "tiny", seed=seed, corpus=corpus, vocab_size=800)
-    return build_tiny_tool_model(out / "tiny", seed=seed)
-
-
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
     return {"action": "train", "use_lora": recipe.use_lora, "seed": seed, "save_steps": 10_000,
             "logging_steps": recipe.logging_steps, "overwrite_output_dir": True, "tools": task_tools(recipe)}
@@ -220,15 +209,6 @@ def evaluate(model_path: str, recipe: Recipe, seed: int, details_path: Path) -> 
         **({"dataset_config": recipe.task_config} if recipe.task_config else {}),
         "details_path": str(details_path),
     })
-
-
-def training_record(sft: dict[str, Any], grpo: dict[str, Any]) -> dict[str, Any]:
-    """What a demo keeps of its two training runs, by phase: which it reused, and the wall and CPU seconds each run
-    recorded of itself (kept through a reuse, where the demo's own laps are not)."""
-    runs = (("sft", sft), ("grpo", grpo))
-    return {"reused_training": [name for name, run in runs if run.get("reused")],
-            "train_runtime_s": {name: run.get("train_runtime_s") for name, run in runs},
-            "train_cpu_s": {name: run.get("train_cpu_s") for name, run in runs}}
 
 
 def summary(train: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
