@@ -53,7 +53,7 @@ def make_dataset(
     rng = random.Random(seed)
     pairs = split_pairs(split)
     chosen = pairs if num_samples is None else [rng.choice(pairs) for _ in range(num_samples)]
-    rows = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "carry": []}
+    rows: dict[str, list[Any]] = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "carry": []}
     for a, b in chosen:
         question = f"What is {a} + {b}?"
         rows["question"].append(question)

@@ -22,7 +22,7 @@ torch or transformers: the config layer validates `dataset_config` through it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -39,7 +39,10 @@ class NoConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def validated(schema: type[BaseModel], task: str, params: Any) -> BaseModel:
+Schema = TypeVar("Schema", bound=BaseModel)
+
+
+def validated(schema: type[Schema], task: str, params: Any) -> Schema:
     """`params` as the task's schema reads them, or a ConfigError naming `dataset_config.KEY` and what it takes."""
     if not isinstance(params, dict):
         raise ConfigError(f"`dataset_config`: a mapping of the {task} task's parameters (got {params!r})")
@@ -111,6 +114,6 @@ def calls_made(record: dict[str, Any]) -> Calls:
     Tools record them) or the tool calls of its `transcript` (the tool loop's messages; its `calls` is a count)."""
     if isinstance(record.get("calls"), list):
         return {(str(tool), str(argument).strip()) for tool, argument, *_ in record["calls"]}
-    return {(name, str(value).strip()) for message in record.get("transcript", [])
+    return {(str(name), str(value).strip()) for message in record.get("transcript", [])
             for name, arguments in map(called, message.get("tool_calls") or [])
             for value in (arguments or {}).values()}

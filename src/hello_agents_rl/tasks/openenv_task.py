@@ -26,7 +26,7 @@ from hello_agents_rl.tasks.formatting import build_messages
 HELD_OUT_EVERY = 5  # every 5th episode is the test split's
 
 
-def _tool_name(action: type) -> str:
+def _tool_name(action: Any) -> str:
     """GuessAction -> guess: the class's name in snake case, without the Action suffix."""
     name = action.__name__.removesuffix("Action") or action.__name__
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -40,7 +40,7 @@ def observation_text(observation: Any) -> str:
     return text + ("\n(the episode is over)" if observation.done else "")
 
 
-def _action_tool(action: type) -> Callable[..., str]:
+def _action_tool(action: Any) -> Callable[..., str]:
     """A method that builds `action` from its arguments and steps the environment: the schema TRL reads comes from
     the Action's fields (their types and descriptions) and its docstring."""
     from openenv.core.env_server.types import Action

@@ -16,6 +16,8 @@ from trl import GRPOTrainer
 from hello_agents_rl.coupling import replaced_blocker
 from hello_agents_rl.rollouts.agent_spec import AgentSpec, agent_spec
 
+TrlGRPOTrainer: Any = GRPOTrainer  # typed loosely: TRL's attributes are Optional until its __init__ sets them
+
 
 def spec_of(cfg: Any) -> AgentSpec | None:
     agent = getattr(cfg, "agent", None)
@@ -32,7 +34,7 @@ def with_agent_prompts(rows: Any, spec: AgentSpec) -> Any:
     return rows.map(agent_prompt)
 
 
-class FinishEndsTheRollout(GRPOTrainer):
+class FinishEndsTheRollout(TrlGRPOTrainer):
     """GRPO whose rollouts end at the agent's `finish_tool` call (a ReActAgent's Finish), as agent.run does;
     composed over the run's trainer in trainers/build.py, with `finish_tool` set there."""
 

@@ -32,6 +32,8 @@ from trl import GRPOTrainer
 from hello_agents_rl.coupling import DYNAMIC_SAMPLING_ATTRIBUTES, dynamic_sampling_blocker
 from hello_agents_rl.errors import ConfigError
 
+TrlGRPOTrainer: Any = GRPOTrainer  # typed loosely: TRL's attributes are Optional until its __init__ sets them
+
 # Per-row tensors of TRL's batch padded on the left (prompts) and the value right-padded ones are filled with.
 LEFT_PADDED = ("prompt_ids", "prompt_mask")
 PAD_VALUE = {"tool_mask": 1}  # TRL pads tool masks with 1; completion_ids take the pad token, the rest 0
@@ -101,7 +103,7 @@ def join(first: dict[str, Any], second: dict[str, Any], pad_token_id: int) -> di
     return out
 
 
-class DynamicSampling(GRPOTrainer):
+class DynamicSampling(TrlGRPOTrainer):
     """GRPO that leaves out groups whose rewards are all equal (dynamic_sampling="skip") or samples more rounds to
     fill the batch with varied ones ("resample"); composed over the run's trainer in trainers/build.py."""
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.tasks import Task, task_for
+from hello_agents_rl.tasks import BUILT_IN, Task, task_for
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
 from hello_agents_rl.workflows import actions
@@ -61,7 +61,7 @@ class Recipe:
 
     def task_of(self) -> Task:
         """The recipe's task: its `task_config`, and the recipe's fields its schema names (the demonstrator's)."""
-        schema = type(task_for(self.task)).Config.model_fields
+        schema = BUILT_IN[self.task].Config.model_fields
         task = task_for(self.task, {**{k: v for k, v in asdict(self).items() if k in schema}, **self.task_config})
         assert task is not None, self.task
         return task
