@@ -78,6 +78,13 @@ def advantages(rewards: Sequence[float | None], scale: bool = False) -> list[flo
     return [0.0 if r is None else (r - mean) / (std + 1e-4) if scale else r - mean for r in rewards]
 
 
+def varied(rewards: Sequence[float | None]) -> bool:
+    """Whether GRPO learns anything from a group with these rewards: its scored rewards differ (TRL's zero-std test:
+    torch.isclose(std, 0)); fewer than two scored rewards do not. Dynamic sampling asks the same question."""
+    scored = [float(r) for r in rewards if r is not None and math.isfinite(r)]
+    return len(scored) > 1 and abs(statistics.stdev(scored)) > 1e-8
+
+
 @dataclass(frozen=True)
 class TrajectoryGroup:
     """One prompt's G trajectories and their G rewards (None: the reward failed for that one)."""
@@ -99,10 +106,7 @@ class TrajectoryGroup:
 
     @property
     def varied(self) -> bool:
-        """Whether GRPO learns anything from the group: its scored rewards differ (TRL's zero-std test:
-        torch.isclose(std, 0)); fewer than two scored rewards do not."""
-        scored = [float(r) for r in self.rewards if r is not None and math.isfinite(r)]
-        return len(scored) > 1 and abs(statistics.stdev(scored)) > 1e-8
+        return varied(self.rewards)
 
     @property
     def passed(self) -> int:

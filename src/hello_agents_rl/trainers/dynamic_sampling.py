@@ -31,6 +31,7 @@ from trl import GRPOTrainer
 
 from hello_agents_rl.coupling import DYNAMIC_SAMPLING_ATTRIBUTES, dynamic_sampling_blocker
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.trajectory import varied
 
 TrlGRPOTrainer: Any = GRPOTrainer  # typed loosely: TRL's attributes are Optional until its __init__ sets them
 
@@ -40,15 +41,13 @@ PAD_VALUE = {"tool_mask": 1}  # TRL pads tool masks with 1; completion_ids take 
 
 
 def varied_groups(rewards_per_func: torch.Tensor, weights: torch.Tensor, group: int) -> torch.Tensor:
-    """Per row: does its group's summed reward vary (TRL's zero-std test: std not close to 0; fewer than two
-    scored completions count as no variation)? Rewards as TRL sums them: weighted, NaN = unscored."""
-    from trl.trainer.utils import nanstd
-
+    """Per row: does its group's summed reward vary (trajectory.varied, the one zero-variance test)? Rewards as TRL
+    sums them: weighted, NaN = unscored."""
     rewards = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
     rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    std = nanstd(rewards.view(-1, group), dim=1)
-    varied = ~torch.isnan(std) & ~torch.isclose(std, torch.zeros_like(std))
-    return varied.repeat_interleave(group)
+    groups = rewards.view(-1, group).tolist()  # [B][G]
+    keep = [varied([None if math.isnan(r) else r for r in row]) for row in groups]
+    return torch.tensor(keep, dtype=torch.bool, device=rewards.device).repeat_interleave(group)
 
 
 def rows_of(batch: dict[str, Any]) -> int:
