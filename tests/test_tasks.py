@@ -166,3 +166,23 @@ def test_mcp_trains_the_users_task_only_from_a_server_that_trusts_code(my_tasks:
         RLServer([tmp_path]).call("load_dataset", call)
     shown = RLServer([tmp_path], trust_remote_code=True).call("load_dataset", call)
     assert shown["num_samples"] == 4
+
+
+@pytest.mark.slow
+def test_the_demo_runs_the_users_task_in_the_tool_loop(my_tasks: Path, tmp_path: Path) -> None:
+    """`demo --task my_tasks:Reverse --quick`: the four stages over the user's task, judged by its own reward."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(my_tasks), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, "-m", "hello_agents_rl.cli", "demo", "--task", "my_tasks:Reverse", "--quick",
+                           "--output-dir", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["task"] == "my_tasks:Reverse" and results["recipe"]["task"] == "my_tasks:Reverse"
+    held_out = [json.loads(line) for line in (out / "grpo" / "eval_details.jsonl").read_text().splitlines()]
+    assert [row["ground_truth"] for row in held_out] and {row["ground_truth"] for row in held_out} <= {
+        "elppa", "revir", "enots", "duolc"}  # the task's four held-out words, none of its training words
+    from my_tasks import Reverse  # right and wrong as the task's reward says: its full 1.0, or not
+
+    assert all(row["correct"] == (Reverse().reward(row["completion"], row["ground_truth"]) >= 1.0) for row in held_out)
+    assert results["grpo"]["accuracy"] == sum(row["correct"] for row in held_out) / len(held_out)

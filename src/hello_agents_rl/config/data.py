@@ -81,6 +81,11 @@ class DataConfig(Base):
     answer_checker: AnswerChecker = Field("number", description=ANSWER_CHECKER_HELP)
     _task: Any = PrivateAttr(None)  # the task `dataset` names, validated (None: rows of the user's own)
 
+    @property
+    def task(self) -> Any:
+        """The task `dataset` names (tasks/), validated; None for rows of the user's own."""
+        return self._task
+
     @field_validator("dataset")
     @classmethod
     def _dataset_kind(cls, value: Any) -> Any:

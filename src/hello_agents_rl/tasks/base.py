@@ -94,6 +94,18 @@ class Task:
     def metrics(self, records: Iterable[dict[str, Any]]) -> dict[str, float]:
         return {}
 
+    def is_right(self, text: str, row: dict[str, Any], trajectory: Any = None) -> bool | None:
+        """Evaluation's verdict where the task owns its reward: right when the answer earns its full 1.0; None where
+        it has none (the run's answer_checker judges)."""
+        if self.reward is None:
+            return None
+        from hello_agents_rl.rewards.build import RewardComponent  # the reward's own calling convention
+
+        context = {k: v for k, v in row.items() if k not in ("prompt", "completion", "ground_truth")}
+        if trajectory is not None:
+            context["trajectory"] = trajectory
+        return RewardComponent("task", self.reward, 1.0).term(text, row.get("ground_truth", ""), **context) >= 1.0
+
     def tokenizer_corpus(self) -> tuple[str, ...]:
         """Text a small model's tokenizer built for this task should merge on (its names, its sentences)."""
         return ()

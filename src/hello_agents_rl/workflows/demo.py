@@ -14,18 +14,17 @@ About 105 s on 2 idle CPU cores (benchmarks/demo_seeds.py). The tiny model runs 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hello_agents_rl.evaluation import stats
 from hello_agents_rl.models import build_tiny_model
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.outputs import RESULTS, atomic_write_json
 from hello_agents_rl.tasks.arithmetic import Arithmetic
 from hello_agents_rl.workflows import actions
-from hello_agents_rl.workflows.clock import Clock
-from hello_agents_rl.workflows.stages import run_stage, start_or_resume
+from hello_agents_rl.workflows.demo_driver import drive
+from hello_agents_rl.workflows.stages import run_stage
 
 
 @dataclass(frozen=True)
@@ -79,56 +78,89 @@ SMOLLM2_QUICK = replace(SMOLLM2, sft_batch_size=8, grpo_steps=20)  # CI's varian
 RECIPES = {("tiny", False): FULL, ("tiny", True): QUICK, ("smollm2", False): SMOLLM2, ("smollm2", True): SMOLLM2_QUICK}
 
 
+class PlainAnswer:
+    """The addition demo's harness: plain answers, scored on the fixed held-out split by carry subset, with the
+    demonstrator's own accuracy beside the models' and a report with plots."""
+
+    name, eval_lap = "addition", "evaluate"
+    outputs = "results.json, report.md, plots, models and logs"
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe, self.details = recipe, {}
+        self.demonstrator = f"forgets the carry {recipe.carry_error:.0%} of the time"
+
+    def introduce(self, out: Path) -> str:
+        if self.recipe.model == "smollm2":
+            return f"SmolLM2-135M-Instruct from its wheel: {smollm2_gguf()}"
+        return f"tiny model -> {out / 'tiny'}"
+
+    def start(self, out: Path, seed: int) -> Path:
+        return smollm2_gguf() if self.recipe.model == "smollm2" else build_tiny_model(out / "tiny", seed=seed)
+
+    def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]:
+        """Imitation: learn the demonstrator's answers, slips included."""
+        recipe = self.recipe
+        demos = Arithmetic({"carry_error": recipe.carry_error}).demonstrations(recipe.sft_steps * recipe.sft_batch_size,
+                                                                               seed)
+        return _train_params(recipe, seed) | {
+            "algorithm": "sft", "model_name": start, "dataset": demos, "output_dir": str(out),
+            "max_steps": recipe.sft_steps, "batch_size": recipe.sft_batch_size, "learning_rate": recipe.sft_learning_rate,
+            "warmup_ratio": recipe.sft_warmup_ratio, "lr_scheduler_type": recipe.sft_lr_scheduler}
+
+    def grpo_params(self, sft_model: str, out: Path, seed: int) -> dict[str, Any]:
+        """Trial and error: sample a group per question, reward right final answers, stay near the SFT model (KL)."""
+        recipe = self.recipe
+        prompts = Arithmetic().demonstrations(recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # answers unused
+        return _train_params(recipe, seed) | {
+            "algorithm": "grpo", "model_name": sft_model, "dataset": prompts, "output_dir": str(out),
+            "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
+            "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
+            "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "scale_rewards": recipe.scale_rewards,
+            "lr_scheduler_type": recipe.grpo_lr_scheduler, "warmup_ratio": recipe.grpo_warmup_ratio,
+            "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy",
+            "dynamic_sampling": recipe.dynamic_sampling}
+
+    def evaluation(self) -> str:
+        return "held-out evaluation (250 questions, greedy)"
+
+    def evaluate(self, runs: dict[str, dict[str, Any]], out: Path, seed: int) -> dict[str, Any]:
+        recipe = self.recipe
+        sft_eval = evaluate(runs["sft"]["model_path"], recipe, seed, k=recipe.pass_at_k)
+        grpo_eval = evaluate(runs["grpo"]["model_path"], recipe, seed)
+        self.details = {"sft": sft_eval["details"], "grpo": grpo_eval["details"]}
+        return {"demonstrator": demonstrator_accuracy(seed, recipe.carry_error), "sft": summary(runs["sft"], sft_eval),
+                "grpo": summary(runs["grpo"], grpo_eval),
+                "grpo_minus_sft": paired_gain(sft_eval["details"], grpo_eval["details"])}
+
+    def report(self, out: Path, results: dict[str, Any]) -> None:
+        from hello_agents_rl.workflows.report import write_report  # matplotlib loads only when we get here
+
+        write_report(out, results, self.details["sft"], self.details["grpo"])
+
+    def table(self, results: dict[str, Any]) -> str:
+        return format_table(results)
+
+
 def run_demo(
     output_dir: str | Path = "outputs/demo", seed: int = 0, quick: bool = False, recipe: Recipe | None = None,
     model: str = "tiny",
 ) -> dict[str, Any]:
-    """Build (or find), SFT, GRPO, evaluate, report; returns what results.json holds. An interrupted demo raises
-    DemoInterrupted; run again with the same arguments, it resumes where it stopped."""
+    """Build (or find), SFT, GRPO, evaluate, report (workflows/demo_driver.py); returns what results.json holds. An
+    interrupted demo raises DemoInterrupted; run again with the same arguments, it resumes where it stopped."""
     recipe = recipe or RECIPES[(model, quick)]
-    start = smollm2_gguf() if recipe.model == "smollm2" else None  # before any folder: a missing wheel says so
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    resume = start_or_resume(out, {"demo": "addition", "seed": seed, "recipe": asdict(recipe)})
-    clock = Clock()
+    if recipe.model == "smollm2":
+        smollm2_gguf()  # before any folder: a missing wheel says so
+    return drive(PlainAnswer(recipe), output_dir, seed, quick, reuse=False)
 
-    if start is None:
-        print(f"== 1/4 tiny model -> {out / 'tiny'}", flush=True)
-        start = build_tiny_model(out / "tiny", seed=seed)
-    else:
-        print(f"== 1/4 SmolLM2-135M-Instruct from its wheel: {start}", flush=True)
-    clock.lap("build")
-    print(f"== 2/4 SFT on demonstrations that forget the carry {recipe.carry_error:.0%} of the time", flush=True)
-    sft = train_sft(str(start), out / "sft", recipe, seed, resume)
-    clock.lap("sft")
-    print("== 3/4 GRPO from the SFT model, rewarded only for the right final answer", flush=True)
-    grpo = train_grpo(sft["model_path"], out / "grpo", recipe, seed, resume)
-    clock.lap("grpo")
-    print("== 4/4 held-out evaluation (250 questions, greedy)", flush=True)
-    sft_eval = evaluate(sft["model_path"], recipe, seed, k=recipe.pass_at_k)
-    grpo_eval = evaluate(grpo["model_path"], recipe, seed)
-    clock.lap("evaluate")
 
-    results = {
-        "seed": seed,
-        "quick": quick,
-        "demonstrator": demonstrator_accuracy(seed, recipe.carry_error),
-        "sft": summary(sft, sft_eval),
-        "grpo": summary(grpo, grpo_eval),
-        "grpo_minus_sft": paired_gain(sft_eval["details"], grpo_eval["details"]),
-        "recipe": asdict(recipe),
-        "wall_time_s": clock.total(),
-        "seconds": clock.laps,
-    }
-    from hello_agents_rl.workflows.report import write_report  # matplotlib loads only when we get here
+def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
+    """The demo's SFT stage alone (the benchmarks' building block)."""
+    return run_stage(PlainAnswer(recipe).sft_params(model_path, out, seed), "SFT", resume)
 
-    write_report(out, results, sft_eval["details"], grpo_eval["details"])
-    clock.lap("report")
-    results["wall_time_s"] = clock.total()  # everything, the report included
-    atomic_write_json(out / RESULTS, results)
-    print(format_table(results), flush=True)
-    print(f"results.json, report.md, plots, models and logs in {out}", flush=True)
-    return results
+
+def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
+    """The demo's GRPO stage alone (the benchmarks' building block)."""
+    return run_stage(PlainAnswer(recipe).grpo_params(model_path, out, seed), "GRPO", resume)
 
 
 def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
@@ -140,53 +172,6 @@ def _train_params(recipe: Recipe, seed: int) -> dict[str, Any]:
         "logging_steps": recipe.logging_steps,
         "overwrite_output_dir": True,  # the demo owns these folders: a finished demo run again starts over
     }
-
-
-def train_sft(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
-    """Imitation: learn the demonstrator's answers, slips included."""
-    demos = Arithmetic({"carry_error": recipe.carry_error}).demonstrations(recipe.sft_steps * recipe.sft_batch_size, seed)
-    return run_stage(
-        _train_params(recipe, seed)
-        | {
-            "algorithm": "sft",
-            "model_name": model_path,
-            "dataset": demos,
-            "output_dir": str(out),
-            "max_steps": recipe.sft_steps,
-            "batch_size": recipe.sft_batch_size,
-            "learning_rate": recipe.sft_learning_rate,
-            "warmup_ratio": recipe.sft_warmup_ratio,
-            "lr_scheduler_type": recipe.sft_lr_scheduler,
-        },
-        "SFT", resume,
-    )
-
-
-def train_grpo(model_path: str, out: Path, recipe: Recipe, seed: int, resume: bool = False) -> dict[str, Any]:
-    """Trial and error: sample a group per question, reward right final answers, stay near the SFT model (KL)."""
-    prompts = Arithmetic().demonstrations(recipe.grpo_steps * recipe.grpo_batch_size, seed + 1)  # their answers are unused
-    return run_stage(
-        _train_params(recipe, seed)
-        | {
-            "algorithm": "grpo",
-            "model_name": model_path,
-            "dataset": prompts,
-            "output_dir": str(out),
-            "max_steps": recipe.grpo_steps,
-            "batch_size": recipe.grpo_batch_size,
-            "num_generations": recipe.num_generations,
-            "learning_rate": recipe.grpo_learning_rate,
-            "kl_coef": recipe.kl_coef,
-            "temperature": recipe.temperature,
-            "scale_rewards": recipe.scale_rewards,
-            "lr_scheduler_type": recipe.grpo_lr_scheduler,
-            "warmup_ratio": recipe.grpo_warmup_ratio,
-            "max_new_tokens": recipe.max_new_tokens,
-            "reward_type": "accuracy",
-            "dynamic_sampling": recipe.dynamic_sampling,
-        },
-        "GRPO", resume,
-    )
 
 
 def evaluate(model_path: str, recipe: Recipe, seed: int, k: int = 0) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from hello_agents_rl.rollouts.agent_spec import AGENT_EXTRAS, agent_spec
 from hello_agents_rl.rollouts.tool_registry import resolve_tools
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
-from hello_agents_rl.workflows.demo_driver import drive
+from hello_agents_rl.workflows.demo_driver import drive, starting_model
 from hello_agents_rl.workflows.demo_tool_use import FULL as TOOLS_FULL
 from hello_agents_rl.workflows.demo_tool_use import (
     LOOKUPS,
@@ -163,13 +163,16 @@ class AgentLoop:
 
     def __init__(self, recipe: Recipe, package: Any) -> None:
         self.recipe, self.package = recipe, package
-        self.name = demo_name(recipe.task, AGENT)
+        self.name, self.demonstrator = demo_name(recipe.task, AGENT), recipe.task_of().demonstrator
 
     def introduce(self, out: Path) -> str:
         self.agent = make_agent(out, self.recipe, max_tool_turns=self.recipe.max_tool_turns)
         tools = ", ".join(t["function"]["name"] for t in agent_spec(self.agent).schemas)
         return (f"{self.recipe.model} model with a tool-calling chat template; hello-agents {self.package.__version__} "
                 f"{type(self.agent).__name__} with its tools: {tools}")
+
+    def start(self, out: Path, seed: int) -> Path:
+        return starting_model(self.recipe, out, seed)
 
     def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]:
         """Imitation of the demonstrator's transcripts as the agent renders them."""
@@ -193,6 +196,9 @@ class AgentLoop:
         return {"hello_agents": self.package.__version__, "agent": runs["grpo"].get("prompt", {}).get("agent"),
                 **{name: summary(rows, self.recipe) for name, rows in details.items()},
                 "grpo_minus_sft": paired_gain(details["sft"], details["grpo"])}
+
+    def report(self, out: Path, results: dict[str, Any]) -> None:
+        """agent_details.jsonl holds each answer and its calls; no report.md."""
 
     def table(self, results: dict[str, Any]) -> str:
         return format_table(results)

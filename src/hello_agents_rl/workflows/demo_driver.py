@@ -1,9 +1,9 @@
-"""The four stages every tool demo runs, written once over (task x harness): build the starting model, SFT on the
+"""The four stages every demo runs, written once over (task x harness): build the starting model, SFT on the
 task's demonstrator, GRPO rewarded for the right final answer, then both models on the held-out questions.
 
-A harness says what differs: the plain tool loop (workflows/demo_tool_use.py: TRL's loop in training, `evaluate`'s
-in scoring) or the reader's hello-agents agent (workflows/demo_agent.py: trained with `"agent": agent`, scored by
-agent.run against the served model). Each stage stops on an interrupt and resumes on a rerun
+A harness says what differs: a plain answer (workflows/demo.py, the addition demo), the plain tool loop
+(workflows/demo_tool_use.py: TRL's loop in training, `evaluate`'s in scoring) or the reader's hello-agents agent
+(workflows/demo_agent.py: trained with `"agent": agent`, scored by agent.run against the served model). Each stage stops on an interrupt and resumes on a rerun
 (workflows/stages.py); `reuse` keeps a run made from exactly the same call (workflows/reuse.py).
 """
 
@@ -24,12 +24,15 @@ from hello_agents_rl.workflows.stages import run_stage, start_or_resume
 class Harness(Protocol):
     """What one demo's harness brings to the four stages."""
 
-    recipe: Any  # workflows/demo_tool_use.py: Recipe
+    recipe: Any  # the demo's Recipe dataclass
     name: str  # `demo --task NAME`
     eval_lap: str  # the evaluation's name in results.json's `seconds`
     outputs: str  # what the demo's folder holds, as the last line says
+    demonstrator: str  # what SFT's demonstrator does
 
     def introduce(self, out: Path) -> str: ...  # stage 1's line, after what it prepares (an agent)
+
+    def start(self, out: Path, seed: int) -> Path: ...  # the model SFT starts from
 
     def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]: ...
 
@@ -38,6 +41,8 @@ class Harness(Protocol):
     def evaluation(self) -> str: ...  # stage 4's line
 
     def evaluate(self, runs: dict[str, dict[str, Any]], out: Path, seed: int) -> dict[str, Any]: ...
+
+    def report(self, out: Path, results: dict[str, Any]) -> None: ...  # report.md and plots, where it writes them
 
     def table(self, results: dict[str, Any]) -> str: ...
 
@@ -50,9 +55,9 @@ def drive(harness: Harness, output_dir: str | Path, seed: int, quick: bool, reus
     resume = start_or_resume(out, {"demo": harness.name, "seed": seed, "recipe": asdict(recipe)})
     clock = Clock()
     print(f"== 1/4 {harness.introduce(out)}", flush=True)
-    start = starting_model(recipe, out, seed)
+    start = harness.start(out, seed)
     clock.lap("build")
-    print(f"== 2/4 SFT on the transcripts of a demonstrator that {recipe.task_of().demonstrator}", flush=True)
+    print(f"== 2/4 SFT on the transcripts of a demonstrator that {harness.demonstrator}", flush=True)
     sft = reuse_or_train(out / "sft", harness.sft_params(str(start), out / "sft", seed), reuse,
                          lambda params: run_stage(params, "SFT", resume))
     clock.lap("sft")
@@ -64,8 +69,11 @@ def drive(harness: Harness, output_dir: str | Path, seed: int, quick: bool, reus
     figures = harness.evaluate({"sft": sft, "grpo": grpo}, out, seed)
     clock.lap(harness.eval_lap)
     results = {"task": harness.name, "seed": seed, "quick": quick, **training_record(sft, grpo), **figures,
-               "recipe": asdict(recipe), "seconds": clock.laps, "cpu_seconds": clock.cpu_laps,
-               "wall_time_s": clock.total(), "cpu_time_s": clock.cpu_total()}  # the demo's own cost, shared or not
+               "recipe": asdict(recipe), "wall_time_s": clock.total()}
+    harness.report(out, results)
+    clock.lap("report")
+    results |= {"seconds": clock.laps, "cpu_seconds": clock.cpu_laps, "wall_time_s": clock.total(),
+                "cpu_time_s": clock.cpu_total()}  # everything, the report included: the demo's own cost
     atomic_write_json(out / RESULTS, results)
     print(harness.table(results), flush=True)
     print(f"{harness.outputs} in {out}", flush=True)

@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.tasks import BUILT_IN, Task, task_for
+from hello_agents_rl.tasks import Task, task_for
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
 from hello_agents_rl.workflows import actions
-from hello_agents_rl.workflows.demo_driver import drive
+from hello_agents_rl.workflows.demo_driver import drive, starting_model
 from hello_agents_rl.workflows.demos import TOOL_LOOP, demo_name
 
 
@@ -61,9 +62,12 @@ class Recipe:
 
     def task_of(self) -> Task:
         """The recipe's task: its `task_config`, and the recipe's fields its schema names (the demonstrator's)."""
-        schema = BUILT_IN[self.task].Config.model_fields
+        named = task_for(self.task)
+        if named is None:
+            raise ConfigError(f"`task`: {self.task!r} names no task; give a demo's name or 'my_module:MyTask'")
+        schema = type(named).Config.model_fields
         task = task_for(self.task, {**{k: v for k, v in asdict(self).items() if k in schema}, **self.task_config})
-        assert task is not None, self.task
+        assert task is not None
         return task
 
 
@@ -108,6 +112,15 @@ LOOKUP_RECIPES = {("tiny", False): LOOKUPS, ("tiny", True): replace(LOOKUPS, grp
 RECIPE_BOOKS = {Multiplication.name: RECIPES, Lookups.name: LOOKUP_RECIPES}
 
 
+def recipe_for(task: str, model: str, quick: bool) -> Recipe:
+    """A built-in task's measured recipe; the user's own task (an import string) takes the calculator demo's."""
+    if task in RECIPE_BOOKS:
+        return RECIPE_BOOKS[task][(model, quick)]
+    recipe = replace(RECIPES[(model, quick)], task=task)
+    recipe.task_of()  # a name that is no task, or a task that refuses its parameters, fails before anything runs
+    return recipe
+
+
 def task_tools(recipe: Recipe) -> list[str]:
     """The tools a task's questions are answered with (names of built-ins, or import strings)."""
     return recipe.task_of().tools()
@@ -126,10 +139,14 @@ class ToolLoop:
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe, self.task = recipe, recipe.task_of()
-        self.name = demo_name(recipe.task, TOOL_LOOP)
+        self.name, self.demonstrator = demo_name(recipe.task, TOOL_LOOP), self.task.demonstrator
+        self.details: dict[str, list[dict[str, Any]]] = {}
 
     def introduce(self, out: Path) -> str:
         return f"{self.recipe.model} model with a tool-calling chat template -> {out / self.recipe.model}"
+
+    def start(self, out: Path, seed: int) -> Path:
+        return starting_model(self.recipe, out, seed)
 
     def sft_params(self, start: str, out: Path, seed: int) -> dict[str, Any]:
         return sft_params(start, out, self.recipe, seed)
@@ -144,12 +161,14 @@ class ToolLoop:
     def evaluate(self, runs: dict[str, dict[str, Any]], out: Path, seed: int) -> dict[str, Any]:
         evaluations = {name: evaluate(run["model_path"], self.recipe, seed, out / name / "eval_details.jsonl")
                        for name, run in runs.items()}
-        details = eval_details(out)
+        self.details = details = eval_details(out)
         for name, evaluation in evaluations.items():
             evaluation.update(self.task.metrics(details[name]))
         figures = {name: summary(runs[name], evaluation) for name, evaluation in evaluations.items()}
-        write_report(out, {"seed": seed, **figures}, details)
         return {**figures, "grpo_minus_sft": paired_gain(details["sft"], details["grpo"])}
+
+    def report(self, out: Path, results: dict[str, Any]) -> None:
+        write_report(out, results, self.details)
 
     def table(self, results: dict[str, Any]) -> str:
         return format_table(results)
@@ -161,7 +180,7 @@ def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick
     """Build, SFT, GRPO, then both models on the held-out questions (workflows/demo_driver.py). `reuse`: keep an SFT
     or GRPO run this folder completed from exactly the same call and starting model (workflows/reuse.py), so a GRPO
     change reruns GRPO only."""
-    recipe = recipe or RECIPE_BOOKS[task][(model, quick)]
+    recipe = recipe or recipe_for(task, model, quick)
     if recipe.model == "smollm2":
         smollm2_gguf()  # before any folder: a missing wheel says so
     return drive(ToolLoop(recipe), output_dir, seed, quick, reuse)
@@ -180,11 +199,13 @@ def sft_settings(recipe: Recipe) -> dict[str, Any]:
 
 
 def grpo_settings(recipe: Recipe) -> dict[str, Any]:
-    """The recipe's GRPO keys, rewarding right final answers only (the tool demos' and the agent demos')."""
+    """The recipe's GRPO keys, rewarding right final answers only, or by the task's own reward (the tool demos' and
+    the agent demos')."""
     return {"algorithm": "grpo", "max_steps": recipe.grpo_steps, "batch_size": recipe.grpo_batch_size,
             "num_generations": recipe.num_generations, "learning_rate": recipe.grpo_learning_rate,
             "kl_coef": recipe.kl_coef, "temperature": recipe.temperature, "lr_scheduler_type": recipe.grpo_lr_scheduler,
-            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens, "reward_type": "accuracy"}
+            "warmup_ratio": recipe.grpo_warmup_ratio, "max_new_tokens": recipe.max_new_tokens,
+            "reward_type": recipe.task_of().reward or "accuracy"}  # the task's own, where it has one
 
 
 def sft_params(model_path: str, out: Path, recipe: Recipe, seed: int) -> dict[str, Any]:

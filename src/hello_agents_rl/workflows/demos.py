@@ -7,6 +7,7 @@ reader's own hello-agents agent (trained with `"agent": agent`, scored by agent.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,9 @@ DEMOS = {
 
 
 def demo_name(task: str, harness: str) -> str:
-    """The name `demo --task` gives the demo of `task` through `harness` (results.json records it)."""
-    return next(name for name, demo in DEMOS.items() if demo.task == task and demo.harness == harness)
+    """The name `demo --task` gives the demo of `task` through `harness` (results.json records it): the user's own
+    task is named by its import string."""
+    return next((name for name, demo in DEMOS.items() if demo.task == task and demo.harness == harness), task)
 
 
 def default_folder(name: str, model: str) -> str:
@@ -47,12 +49,13 @@ def default_folder(name: str, model: str) -> str:
     real = model == "smollm2"
     if name == "addition":
         return "outputs/demo_real" if real else "outputs/demo"
-    return f"outputs/demo_{name.replace('-', '_')}" + ("_real" if real else "")
+    return f"outputs/demo_{re.sub(r'[^A-Za-z0-9]+', '_', name)}" + ("_real" if real else "")
 
 
 def run_named(name: str, output_dir: str | None, seed: int, quick: bool, model: str, reuse: bool) -> dict[str, Any]:
-    """Run the demo `name` (a key of DEMOS) in `output_dir`, or in its own folder where that is None."""
-    demo = DEMOS[name]
+    """Run the demo `name` (a key of DEMOS, or 'my_module:MyTask': the user's own task in the tool loop) in
+    `output_dir`, or in its own folder where that is None."""
+    demo = DEMOS.get(name) or Demo(name, TOOL_LOOP, "demo_tool_use", "your own task")
     run_demo = importlib.import_module(f"hello_agents_rl.workflows.{demo.module}").run_demo
     folder = output_dir or default_folder(name, model)
     if demo.harness == ANSWER:
