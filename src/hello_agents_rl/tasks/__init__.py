@@ -15,7 +15,7 @@ from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.imports import IMPORT_STRING, import_named
 from hello_agents_rl.paths import looks_like_local_path
 from hello_agents_rl.tasks.arithmetic import Arithmetic
-from hello_agents_rl.tasks.base import Task
+from hello_agents_rl.tasks.base import Task, TaskConfig
 from hello_agents_rl.tasks.formatting import build_messages
 from hello_agents_rl.tasks.gsm8k import Gsm8k
 from hello_agents_rl.tasks.lookups import Lookups
@@ -57,4 +57,4 @@ def task_for(dataset: Any, dataset_config: dict[str, Any] | None = None, dataset
     return found(dataset_config, dataset_path)
 
 
-__all__ = ["BUILT_IN", "Task", "build_messages", "names_a_task", "task_for"]
+__all__ = ["BUILT_IN", "Task", "TaskConfig", "build_messages", "names_a_task", "task_for"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from hello_agents_rl.tasks.base import Task, subsample
+from hello_agents_rl.tasks.base import Task, TaskConfig, share, subsample
 from hello_agents_rl.tasks.formatting import build_messages
 
 TEST_QUESTIONS = 250
@@ -64,11 +64,8 @@ def make_dataset(
     return Dataset.from_dict(rows)
 
 
-class AdditionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    carry_error: float = Field(0.0, ge=0, le=1, strict=True,
-                               description="a number in [0, 1]: how often the demonstrator forgets a carry")
+class AdditionConfig(TaskConfig):
+    carry_error: float = share(0.0, "how often the demonstrator forgets a carry")
 
 
 class Arithmetic(Task):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.trajectory import called
@@ -33,10 +33,15 @@ SPLITS = ("train", "test")
 Calls = set[tuple[str, str]]  # (tool, argument) pairs a rollout made, arguments stripped
 
 
-class NoConfig(BaseModel):
-    """The `dataset_config` of a task that takes none."""
+class TaskConfig(BaseModel):
+    """A task's `dataset_config`: a schema, so a misspelt key or a wrong type is refused naming it (this one: none)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def share(default: float, of_what: str) -> Any:
+    """A field that is a share in [0, 1] (a demonstrator's habit), strictly a number."""
+    return Field(default, ge=0, le=1, strict=True, description=f"a number in [0, 1]: {of_what}")
 
 
 Schema = TypeVar("Schema", bound=BaseModel)
@@ -65,7 +70,7 @@ class Task:
 
     name: ClassVar[str] = ""  # the `dataset` value that names it
     splits: ClassVar[tuple[str, ...]] = SPLITS
-    Config: ClassVar[type[BaseModel]] = NoConfig  # its `dataset_config`
+    Config: ClassVar[type[BaseModel]] = TaskConfig  # its `dataset_config`
     system_prompt: ClassVar[str | None] = None
     max_tool_turns: ClassVar[int | None] = None  # None: the run's own (a plain-answer task has no tool rounds)
     own_checker: ClassVar[bool] = False  # its answers are judged by the task itself, never by `answer_checker`

@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 
-from hello_agents_rl.tasks.base import Calls, Task, calls_made, subsample, validated
+from hello_agents_rl.tasks.base import Calls, Task, TaskConfig, calls_made, share, subsample, validated
 from hello_agents_rl.tasks.formatting import build_messages
 
 SYSTEM_PROMPT = "Answer with the tools. End with 'Final Answer: <number>'."
@@ -46,19 +46,16 @@ _LENGTHS = (2, 3, 4)
 _EARLY_STOP = {2: 0.3, 3: 0.55, 4: 0.7}  # the longer the chain, the likelier the demonstrator stops short
 
 
-class LookupConfig(BaseModel):
-    """`dataset_config` of the `lookups` dataset: a schema, so a wrong type is refused naming its key, never read
-    as something else (`"false"` is not true)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LookupConfig(TaskConfig):
+    """`dataset_config` of the `lookups` dataset: a wrong type is refused naming its key, never read as something
+    else (`"false"` is not true)."""
 
     chain_lengths: tuple[StrictInt, ...] = Field(
         _LENGTHS, min_length=1, description="calls per question, each 2, 3 or 4, as a list (drawn evenly)")
     distractors: StrictBool = Field(False, description="true or false: a `weather` tool beside lookup and the calculator")
     names: Literal["words", "ids"] = Field(
         "words", description='words ("Kalo Venra", "Torsa Works") or ids (P4821, C017, K305: a tiny model copies digits)')
-    guess_rate: float = Field(0.2, ge=0, le=1, strict=True,
-                              description="a number in [0, 1]: how often the demonstrator skips the first lookup and guesses")
+    guess_rate: float = share(0.2, "how often the demonstrator skips the first lookup and guesses")
     early_stop_rate: dict[int, Annotated[float, Field(ge=0, le=1, strict=True)]] = Field(
         default_factory=lambda: dict(_EARLY_STOP),
         description="chain length (2, 3 or 4) -> a number in [0, 1]: how often the demonstrator stops one call early")

@@ -12,9 +12,9 @@ import json
 import random
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from hello_agents_rl.tasks.base import Task
+from hello_agents_rl.tasks.base import Task, TaskConfig, share
 from hello_agents_rl.tasks.formatting import build_messages
 
 TEST_QUESTIONS = 250
@@ -77,11 +77,8 @@ def make_dataset(
     return Dataset.from_dict(rows)
 
 
-class MultiplicationConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tool_rate: float = Field(1.0, ge=0, le=1, strict=True,
-                             description="a number in [0, 1]: how often the demonstrator calls the calculator")
+class MultiplicationConfig(TaskConfig):
+    tool_rate: float = share(1.0, "how often the demonstrator calls the calculator")
 
 
 class Multiplication(Task):
