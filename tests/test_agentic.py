@@ -573,7 +573,7 @@ def test_demo_report_shows_tool_metrics_before_and_after(tmp_path: Path) -> None
     from hello_agents_rl.workflows.demo_tool_use import eval_details, write_report
 
     metrics = dict(failed_call_rate=0.0, mean_calls=0.0, turns_exhausted_rate=0.0, num_questions=1)
-    results = {"seed": 0, "sft": {**metrics, "accuracy": 0.0, "tool_call_rate": 0.0},
+    results = {"task": "tools", "seed": 0, "sft": {**metrics, "accuracy": 0.0, "tool_call_rate": 0.0},
                "grpo": {**metrics, "accuracy": 1.0, "tool_call_rate": 1.0, "mean_calls": 1.0}}
     row = {"question": "What is 347 * 56?", "ground_truth": "19432"}
     for key, correct, transcript in (("sft", False, [{"role": "assistant", "content": "Final Answer: 20820"}]),

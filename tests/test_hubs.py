@@ -37,8 +37,9 @@ def _run(venv: Venv, folder: Path, name: str, code: str) -> str:
                                                     "TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
-def _metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def _steps(run: Path) -> list[dict]:
+    """The training steps metrics.jsonl logged (its last line is the run's summary)."""
+    return [e for e in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "reward" in e]
 
 
 def test_a_verifiers_taskset_trains_with_its_own_tools_and_rubric(hub_environments: Venv, tool_model: str,
@@ -47,7 +48,7 @@ def test_a_verifiers_taskset_trains_with_its_own_tools_and_rubric(hub_environmen
     script = _script("vf_train.py", tool_model)
     out = _run(hub_environments, tmp_path, "vf_train.py", script)
     assert out.strip().splitlines()[-1].startswith("completed 16 "), out[-2000:]  # 20 tasks, every 5th held out
-    logged = _metrics(tmp_path / "models" / "grpo_verifiers")
+    logged = _steps(tmp_path / "models" / "grpo_verifiers")
     assert len(logged) == 2 and all("rewards/reward/mean" in step for step in logged)  # the task's reward ran
     check = script.split("task = from_verifiers")[0] + '''
 task = from_verifiers(Additions(AdditionsConfig()))
@@ -94,7 +95,7 @@ def test_an_openenv_environment_trains_with_its_actions_as_tools_and_its_rubric_
     script = _script("oe_train.py", tool_model)
     out = _run(hub_environments, tmp_path, "oe_train.py", script)
     assert out.strip().splitlines()[-1].startswith("completed 32 "), out[-2000:]  # 40 episodes, every 5th held out
-    logged = _metrics(tmp_path / "models" / "grpo_openenv")
+    logged = _steps(tmp_path / "models" / "grpo_openenv")
     assert len(logged) == 2 and all("rewards/GuessNumber/mean" in step for step in logged)  # the rubric's reward
     check = script.split("task = from_openenv")[0] + '''
 from transformers.utils import get_json_schema

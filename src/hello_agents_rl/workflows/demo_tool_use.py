@@ -168,10 +168,10 @@ class ToolLoop:
         return {**figures, "grpo_minus_sft": paired_gain(details["sft"], details["grpo"])}
 
     def report(self, out: Path, results: dict[str, Any]) -> None:
-        write_report(out, results, self.details)
+        write_report(out, results, self.details, ", ".join(self.task.tools()))
 
     def table(self, results: dict[str, Any]) -> str:
-        return format_table(results)
+        return format_table(results, ", ".join(self.task.tools()))
 
 
 def run_demo(output_dir: str | Path = "outputs/demo_tools", seed: int = 0, quick: bool = False,
@@ -247,27 +247,36 @@ def eval_details(out: Path) -> dict[str, list[dict[str, Any]]]:
             for key, path in paths.items()}
 
 
-def format_table(results: dict[str, Any]) -> str:
-    lines = [f"{'held-out, greedy, calculator available':<40}{'accuracy':>10}{'tool calls':>12}{'failed':>8}"]
+def _share(figures: dict[str, Any], key: str, form: str = ".1%") -> str:
+    """A figure as the tables print it; "-" where the run had no tools to measure it by."""
+    return "-" if figures.get(key) is None else format(figures[key], form)
+
+
+def format_table(results: dict[str, Any], tools: str = "calculator") -> str:
+    lines = [f"{'held-out, greedy, ' + (tools or 'no tools') + ' available':<40}{'accuracy':>10}{'tool calls':>12}"
+             f"{'failed':>8}"]
     for key, name in (("sft", "SFT (imitation)"), ("grpo", "GRPO (RL)")):
         r = results[key]
-        lines.append(f"{name:<40}{r['accuracy']:>10.1%}{r['tool_call_rate']:>12.1%}{r['failed_call_rate']:>8.1%}")
+        lines.append(f"{name:<40}{r['accuracy']:>10.1%}{_share(r, 'tool_call_rate'):>12}{_share(r, 'failed_call_rate'):>8}")
     gain = results["grpo"]["accuracy"] - results["sft"]["accuracy"]
     lines.append(f"GRPO - SFT: {gain * 100:+.1f} points; wall time {results['wall_time_s']:.0f} s")
     return "\n".join(lines)
 
 
-def write_report(out: Path, results: dict[str, Any], details: dict[str, list[dict[str, Any]]]) -> Path:
+def write_report(out: Path, results: dict[str, Any], details: dict[str, list[dict[str, Any]]],
+                 tools: str = "calculator") -> Path:
     """report.md: accuracy and the tool metrics before/after, and one question both ways (`details`: what
     eval_details read from eval_details.jsonl)."""
-    lines = ["# Tool demo: GRPO learns to call the calculator", "",
-             f"Held-out, greedy, {results['grpo']['num_questions']} questions, calculator available (seed {results['seed']}).",
+    lines = [f"# Tool demo ({results['task']}): GRPO from SFT, rewarded for the right answer", "",
+             f"Held-out, greedy, {results['grpo']['num_questions']} questions, {tools or 'no tools'} available "
+             f"(seed {results['seed']}).",
              "", "| model | accuracy | tool-call rate | failed calls | calls/question | out of turns |",
              "|---|---:|---:|---:|---:|---:|"]
     for key, name in (("sft", "SFT"), ("grpo", "GRPO")):
         r = results[key]
-        lines.append(f"| {name} | {r['accuracy']:.1%} | {r['tool_call_rate']:.1%} | {r['failed_call_rate']:.1%} | "
-                     f"{r['mean_calls']:.2f} | {r['turns_exhausted_rate']:.1%} |")
+        lines.append(f"| {name} | {r['accuracy']:.1%} | {_share(r, 'tool_call_rate')} | "
+                     f"{_share(r, 'failed_call_rate')} | {_share(r, 'mean_calls', '.2f')} | "
+                     f"{_share(r, 'turns_exhausted_rate')} |")
     pairs = [(s, g) for s, g in zip(details["sft"], details["grpo"]) if g["correct"] and not s["correct"]]
     if pairs:
         sft, grpo = pairs[0]
