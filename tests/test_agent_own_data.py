@@ -241,7 +241,7 @@ def test_evaluating_an_agent_trained_model_without_its_tools_warns_that_the_scor
         "class": "hello_agents.agents.react_agent.ReActAgent", "tools": ["Thought", "Finish", "find_order"],
         "max_tool_turns": 3, "finish_tool": "Finish"}})
     params = {"action": "evaluate", "model_path": str(model), "dataset": "multiplication", "max_samples": 2,
-              "max_new_tokens": 4}
+              "max_new_tokens": 4, "tools": []}  # the task's calculator left out too
     result = RLTrainingTool().run(params)
     (warning,) = result["warnings"]
     assert "trained as a ReActAgent with the tools find_order; evaluated without them" in warning

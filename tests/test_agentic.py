@@ -510,7 +510,7 @@ def test_plain_and_tool_evaluation_run_through_the_one_rollout_loop(tmp_path: Pa
     monkeypatch.setattr(loop, "generate_turn", scripted)
     params = {"action": "evaluate", "model_path": model, "dataset": "multiplication", "max_samples": 3,
               "max_new_tokens": 64, "return_details": True}
-    plain = RLTrainingTool().run(params)
+    plain = RLTrainingTool().run({**params, "tools": []})  # the task's calculator left out: plain answers
     assert len(turns) == 1 and turns[0][0] == 3, "a plain evaluation is one turn, all questions in one batch"
     assert plain["accuracy"] == 1.0 and "tool_call_rate" not in plain
     assert [d["completion"] for d in plain["details"]] == [f"Final Answer: {d['ground_truth']}" for d in plain["details"]]

@@ -178,7 +178,7 @@ def test_an_sft_run_that_learnt_nothing_says_so_and_one_that_learnt_stays_silent
     # one SFT step with LoRA from random weights: the loss is still a uniform guess's, ln(vocabulary)
     result = RLTrainingTool().run({"action": "train", "algorithm": "sft", "model_name": tiny_model, "max_steps": 1,
                                    "batch_size": 2, "max_samples": 4, "dataset": "multiplication", "output_dir": str(tmp_path / "run"),
-                                   "report_to": "none"})
+                                   "report_to": "none", "tools": []})  # its transcripts as text: no tool template
     assert result["status"] == "completed"
     (finding,) = [d for d in result["diagnostics"] if d.startswith("SFT's final loss")]
     assert "learnt next to nothing" in finding and "use_lora: false" in finding

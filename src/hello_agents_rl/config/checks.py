@@ -79,6 +79,13 @@ def task_defaults(task: Any, fields: dict[str, Any], given: set[str]) -> dict[st
     return found
 
 
+def task_class_of(dataset: Any) -> Any:
+    """The class of the task `dataset` names (its splits, its checker), nothing constructed; None for the user's rows."""
+    from hello_agents_rl.tasks import task_class
+
+    return task_class(dataset)
+
+
 def is_task_object(value: Any) -> bool:
     """A Task class or object given in Python as `dataset`."""
     import inspect

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from hello_agents_rl.config.base import MAX_SEED, Base, Count, LocalPath, PathRole, require
-from hello_agents_rl.config.checks import is_task_object, task_defaults, task_named
+from hello_agents_rl.config.checks import is_task_object, task_class_of, task_defaults, task_named
 from hello_agents_rl.errors import did_you_mean
 from hello_agents_rl.tasks.gsm8k import Gsm8k  # the book's default task
 
@@ -20,7 +20,7 @@ def split_problem(dataset: Any, split: str, key: str = "split") -> str | None:
     if isinstance(dataset, dict):  # a datasets.DatasetDict: its own splits
         known = tuple(dataset)
     else:
-        task = task_named(dataset)
+        task = task_class_of(dataset)
         known = task.splits if task is not None else SINGLE_SOURCE_SPLITS
     if split in known:
         return None
@@ -42,10 +42,9 @@ def answer_checker_problem(checker: str, dataset: Any = None) -> str | None:
     """Why `checker` cannot judge this run's answers (None: it can)."""
     if checker != "math_verify":
         return None
-    task = task_named(dataset)
+    task = task_class_of(dataset)
     if task is not None and task.own_checker:
-        return (f"`answer_checker`: {task.described()}'s answers are judged by the task's own checker; "
-                "remove answer_checker")
+        return (f"`answer_checker`: {dataset}'s answers are judged by the task's own checker; remove answer_checker")
     from hello_agents_rl.rewards.checkers import math_verify_problem  # the reward layer knows its extra
 
     return math_verify_problem()

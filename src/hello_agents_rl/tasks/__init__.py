@@ -35,6 +35,24 @@ def names_a_task(dataset: Any) -> bool:
             or (IMPORT_STRING.fullmatch(dataset) is not None and not looks_like_local_path(dataset)))
 
 
+def task_class(dataset: Any) -> type[Task] | None:
+    """The class of the task `dataset` names, nothing constructed (its splits and checker are the class's); None for
+    rows of the user's own."""
+    if isinstance(dataset, Task):
+        return type(dataset)
+    if not names_a_task(dataset):
+        return None
+    if isinstance(dataset, str) and dataset.startswith(TASK_PREFIX):
+        return ReasoningGym
+    if isinstance(dataset, str) and dataset in BUILT_IN:
+        return BUILT_IN[dataset]
+    found = import_named(dataset, "dataset") if isinstance(dataset, str) else dataset
+    if not (inspect.isclass(found) and issubclass(found, Task)):
+        raise ConfigError(f"`dataset`: {dataset!r} is {type(found).__name__} {found!r}, not a Task class. Fix: name a "
+                          "subclass of hello_agents_rl.tasks.Task ('my_module:MyTask'), or a .jsonl/.csv file")
+    return found
+
+
 def task_for(dataset: Any, dataset_config: dict[str, Any] | None = None, dataset_path: str | None = None
              ) -> Task | None:
     """The task `dataset` names, its `dataset_config` validated (ConfigError naming the key); None for rows of the
@@ -44,17 +62,12 @@ def task_for(dataset: Any, dataset_config: dict[str, Any] | None = None, dataset
             raise ConfigError("`dataset_config`: the task is given as an object, already configured; remove "
                               "dataset_config or give the task's class")
         return dataset
-    if not names_a_task(dataset):
+    cls = task_class(dataset)
+    if cls is None:
         return None
-    if isinstance(dataset, str) and dataset.startswith(TASK_PREFIX):
+    if cls is ReasoningGym:
         return ReasoningGym(dataset, dataset_config, dataset_path)
-    if isinstance(dataset, str) and dataset in BUILT_IN:
-        return BUILT_IN[dataset](dataset_config, dataset_path)
-    found = import_named(dataset, "dataset") if isinstance(dataset, str) else dataset
-    if not (inspect.isclass(found) and issubclass(found, Task)):
-        raise ConfigError(f"`dataset`: {dataset!r} is {type(found).__name__} {found!r}, not a Task class. Fix: name a "
-                          "subclass of hello_agents_rl.tasks.Task ('my_module:MyTask'), or a .jsonl/.csv file")
-    return found(dataset_config, dataset_path)
+    return cls(dataset_config, dataset_path)
 
 
-__all__ = ["BUILT_IN", "Task", "TaskConfig", "build_messages", "names_a_task", "task_for"]
+__all__ = ["BUILT_IN", "Task", "TaskConfig", "build_messages", "names_a_task", "task_class", "task_for"]
