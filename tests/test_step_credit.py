@@ -58,3 +58,44 @@ def test_each_model_token_belongs_to_the_step_it_was_sampled_in() -> None:
     assert steps.tolist() == [[0, 0, -1, -1, 1, -1, 2, 2, -1, -1]]
     tokens = per_token(torch.tensor([0.5]), steps, [[0.75, 2 / 3, 0.0]], weight=1.0)
     assert close(tokens.tolist(), [[1.25, 1.25, 0.5, 0.5, 0.5 + 2 / 3, 0.5, 0.5, 0.5, 0.5, 0.5]])
+
+
+def text_sum(completion: str, ground_truth: str) -> float:
+    """A reward that varies within a group of a random model's answers (their texts differ)."""
+    return float(sum(map(ord, completion)) % 5) / 4
+
+
+@pytest.mark.slow
+def test_a_grpo_tool_run_trains_on_per_token_advantages_with_the_step_term(tmp_path, monkeypatch) -> None:
+    """Through the book's call: the class composed with StepCredit, the loss fed [B, T] advantages, each model token's
+    the episode's plus step_credit times its step's term (the tiny model's rollouts here are one step: their first
+    step's group is the whole group, so the term is the episode advantage again)."""
+    from hello_agents.tools import RLTrainingTool
+
+    from hello_agents_rl.models.tiny_tool_model import build_tiny_tool_model
+    from hello_agents_rl.trainers import step_credit
+
+    seen: list[tuple[torch.Tensor, torch.Tensor, list, torch.Tensor]] = []
+    real = step_credit.per_token
+
+    def spy(advantages, steps, terms, weight):
+        out = real(advantages, steps, terms, weight)
+        seen.append((advantages.clone(), steps.clone(), terms, out.clone()))
+        return out
+
+    monkeypatch.setattr(step_credit, "per_token", spy)
+    model = build_tiny_tool_model(tmp_path / "tiny", seed=0)
+    result = RLTrainingTool().run({
+        "action": "train", "algorithm": "grpo", "model_name": str(model), "output_dir": str(tmp_path / "run"),
+        "dataset": "multiplication", "max_samples": 8, "max_steps": 2, "batch_size": 2, "num_generations": 4,
+        "max_new_tokens": 24, "use_lora": False, "report_to": "none", "logging_steps": 1, "save_steps": 100,
+        "reward_type": text_sum, "step_credit": 0.5})
+    assert result["status"] == "completed" and len(seen) == 2
+    for episode, steps, terms, tokens in seen:
+        assert tokens.dim() == 2 and tokens.shape == steps.shape
+        for row, row_terms in enumerate(terms):
+            for k, term in enumerate(row_terms):
+                owned = steps[row] == k
+                assert torch.allclose(tokens[row][owned], episode[row] + 0.5 * term)
+            assert torch.allclose(tokens[row][steps[row] < 0], episode[row])  # tool results and padding: no step term
+        assert any(abs(t) > 0 for row_terms in terms for t in row_terms), "the groups varied: some step term is not 0"

@@ -82,6 +82,10 @@ class GrpoKeys(Base):
     dynamic_sampling_rounds: Count = Field(
         4, ge=1, le=64, description="resample: most generation rounds per step (the first included); then it trains on what it has."
     )
+    step_credit: float = Field(
+        0.0, ge=0, le=10, description="Tool runs: weight of a per-step advantage (GiGPO): each step of a rollout is also "
+        "compared with the steps of its group that followed the same tool results (docs/agentic.md); 0 = off.",
+    )
     steps_per_generation: Count | None = Field(
         None, ge=1, description="Optimizer steps per generation round; None = gradient_accumulation_steps."
     )
@@ -282,6 +286,12 @@ class TrainConfig(GrpoKeys, SftKeys, DataConfig, ModelConfig):
             object.__setattr__(self, key, value)  # hello-agents tools train as the agent that sends them
         check_tools(self.tools, self.environment, self.algorithm, self.tool_reward, self.max_tool_turns,
                     self.reward_type, self.reward_config)
+        if self.step_credit and not (self.tools or self.environment is not None or self.agent is not None):
+            raise ValueError("`step_credit`: credits the steps of tool-using rollouts, and this run has no tools; give "
+                             "`tools`, `environment` or `agent` (or a task that brings them), or drop step_credit")
+        if self.step_credit and self.dynamic_sampling != "off":
+            raise ValueError("`step_credit`: not with dynamic_sampling yet (its rounds join batches of episode "
+                             "advantages); set one of them off")
         if self.use_vllm:
             check_vllm_installed()
         require(thresholds_problem(self.doctor_thresholds))

@@ -91,6 +91,7 @@ def grpo_trainer_class(cfg: TrainConfig, spec: Any = None) -> type:
     thing, and the class is named for its parts (tracebacks show what ran):
 
         FinishEndsTheRollout  a ReActAgent's Finish ends the rollout          (trainers/agent_run.py)
+        StepCredit            each step also credited against its state's     (trainers/step_credit.py)
         DynamicSampling       groups whose rewards are all equal left out     (trainers/dynamic_sampling.py)
         FastGRPOTrainer       the fast path where verified, else TRL's code   (trainers/fast/trainer.py)
     """
@@ -102,6 +103,11 @@ def grpo_trainer_class(cfg: TrainConfig, spec: Any = None) -> type:
     if spec is not None and spec.finish_tool:
         parts.append(FinishEndsTheRollout)
         attributes["finish_tool"] = spec.finish_tool
+    if cfg.step_credit:
+        from hello_agents_rl.trainers.step_credit import StepCredit
+
+        parts.append(StepCredit)
+        attributes["step_credit"] = cfg.step_credit
     if cfg.dynamic_sampling != "off":
         from hello_agents_rl.trainers.dynamic_sampling import DynamicSampling
 

@@ -49,6 +49,11 @@ def check_schedule(cfg: TrainConfig, num_rows: int, world_size: int = 1) -> None
             f"has {num_rows}: the run would do 0 steps. Lower batch_size (or gradient_accumulation_steps / "
             "steps_per_generation), or give more data"
         )
+    if cfg.step_credit and world_size > 1:
+        raise ConfigError(
+            f"`step_credit`: runs in one process (it matches the rewards TRL gathers from all {world_size} with the "
+            "rollouts this one sampled). Fix: step_credit: 0, or one process"
+        )
     if cfg.dynamic_sampling != "off" and world_size > 1:
         raise ConfigError(
             f"`dynamic_sampling`: runs in one process (a group's completions may sit on several of the "
