@@ -99,3 +99,21 @@ def test_a_grpo_tool_run_trains_on_per_token_advantages_with_the_step_term(tmp_p
                 assert torch.allclose(tokens[row][owned], episode[row] + 0.5 * term)
             assert torch.allclose(tokens[row][steps[row] < 0], episode[row])  # tool results and padding: no step term
         assert any(abs(t) > 0 for row_terms in terms for t in row_terms), "the groups varied: some step term is not 0"
+
+
+def test_step_credit_is_refused_where_it_cannot_run_naming_the_key() -> None:
+    from hello_agents_rl import ConfigError
+    from hello_agents_rl.config import TrainConfig
+    from hello_agents_rl.trainers.preflight import check_schedule
+
+    run = TrainConfig(model_name="org/m", dataset="lookups", step_credit=1.0)  # the task brings its tools
+    check_schedule(run, 64, world_size=1)
+    with pytest.raises(ConfigError, match=r"`step_credit`: runs in one process"):
+        check_schedule(run, 64, world_size=2)
+    from hello_agents_rl.workflows.actions import parse
+
+    for bad, why in (({"dataset": "arithmetic"}, "this run has no tools"),
+                     ({"dataset": "lookups", "dynamic_sampling": "skip"}, "not with dynamic_sampling"),
+                     ({"dataset": "lookups", "algorithm": "sft"}, "read only by GRPO")):
+        with pytest.raises(ConfigError, match=why):
+            parse({"action": "train", "model_name": "org/m", "step_credit": 1.0, **bad})
