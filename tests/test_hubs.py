@@ -57,6 +57,9 @@ row = train[0]
 right = [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
     "name": "add", "arguments": {"a": 1, "b": 2}}}]}, {"role": "tool", "name": "add", "content": "3"},
     {"role": "assistant", "content": row["ground_truth"]}]
+from hello_agents_rl.trainers.build import grpo_columns
+
+assert grpo_columns(train, task) == ["prompt", "ground_truth", "task_index"]  # the reward knows each row's task
 print(len(train), len(test), set(train["task_index"]) & set(test["task_index"]),
       task.reward(row["ground_truth"], row["ground_truth"], task_index=row["task_index"], trajectory=right),
       task.reward("7", row["ground_truth"], task_index=row["task_index"]),
@@ -109,6 +112,9 @@ while not said.startswith("Right"):  # a binary search, told by the environment'
     guess = (low + high) // 2
     said = episode.guess(guess=guess)
     low, high = (guess + 1, high) if "too low" in said else (low, guess - 1) if "too high" in said else (low, high)
+from hello_agents_rl.trainers.build import grpo_columns
+
+assert grpo_columns(task.rows("train"), task) == ["prompt", "ground_truth", "seed"]  # reset(**row) gets its seed
 schema = get_json_schema(episode.guess)["function"]
 print(episode.get_reward(), episode.guess(guess=1), schema["name"],
       schema["parameters"]["properties"]["guess"]["description"], len(task.rows("test")))

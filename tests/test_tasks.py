@@ -186,3 +186,16 @@ def test_the_demo_runs_the_users_task_in_the_tool_loop(my_tasks: Path, tmp_path:
 
     assert all(row["correct"] == (Reverse().reward(row["completion"], row["ground_truth"]) >= 1.0) for row in held_out)
     assert results["grpo"]["accuracy"] == sum(row["correct"] for row in held_out) / len(held_out)
+
+
+def test_the_columns_a_tasks_reward_or_environment_reads_reach_grpo(my_tasks: Path) -> None:
+    from my_tasks import Reverse
+
+    from hello_agents_rl.trainers.build import grpo_columns
+
+    class Indexed(Reverse):
+        row_columns = ("question",)  # a reward that reads the question
+
+    rows = Indexed().rows("train", 4, 0)
+    assert grpo_columns(rows) == ["prompt", "ground_truth"]  # rows of the user's own: the answer alone
+    assert grpo_columns(rows, Indexed()) == ["prompt", "ground_truth", "question"]

@@ -76,6 +76,7 @@ class Task:
     own_checker: ClassVar[bool] = False  # its answers are judged by the task itself, never by `answer_checker`
     demonstrator: ClassVar[str] = ""  # what its demonstrator does, as the demos say it ("" where it has none)
     reward: Callable[..., float] | None = None
+    row_columns: tuple[str, ...] = ()  # columns of its rows its reward or environment reads, beyond ground_truth
 
     def __init__(self, dataset_config: dict[str, Any] | None = None, dataset_path: str | None = None) -> None:
         self.config: Any = validated(self.Config, self.name or type(self).__name__, dataset_config or {})

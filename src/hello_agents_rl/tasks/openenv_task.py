@@ -112,6 +112,7 @@ class OpenEnvTask(Task):
             raise ConfigError("`dataset`: `resets` is a list of the keyword arguments of reset, one per episode")
         self._environment = openenv_environment(environment, actions)
         self.prompt, self.resets, self.own_prompt = prompt, resets, system_prompt
+        self.row_columns = tuple(sorted({key for reset in resets for key in reset}))  # what reset(**row) takes
         self.held_out_every = held_out_every
 
     def described(self) -> str:
@@ -124,7 +125,7 @@ class OpenEnvTask(Task):
         from datasets import Dataset
 
         chosen = [r for i, r in enumerate(self.resets) if (i % self.held_out_every == 0) == (split == "test")]
-        keys = sorted({key for reset in self.resets for key in reset})
+        keys = self.row_columns
         rows: dict[str, list[Any]] = {
             "prompt": [build_messages(self.prompt, system_prompt or self.own_prompt) for _ in chosen],
             "completion": [[] for _ in chosen], "ground_truth": ["" for _ in chosen],

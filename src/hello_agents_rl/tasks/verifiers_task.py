@@ -27,6 +27,7 @@ class VerifiersTask(Task):
     """A verifiers v1 Taskset, as training and evaluation read a task (docs/tasks.md)."""
 
     name = "verifiers"
+    row_columns = ("task_index",)  # which task's rewards score a rollout
 
     def __init__(self, taskset: Any, held_out_every: int = HELD_OUT_EVERY) -> None:
         super().__init__()

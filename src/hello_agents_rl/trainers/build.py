@@ -26,9 +26,11 @@ def training_arguments(cfg: TrainConfig, device: str = "cpu", bf16: bool = False
     return (GRPOConfig if cfg.algorithm == "grpo" else SFTConfig)(**trl_args(cfg, device, bf16))
 
 
-def grpo_columns(rows: Dataset) -> list[str]:
-    """What GRPO's reward reads from a row: its ground truth, and a reasoning-gym row's task_ref (its own checker)."""
-    return ["prompt", "ground_truth"] + [c for c in ("task_ref",) if c in rows.column_names]
+def grpo_columns(rows: Dataset, task: Any = None) -> list[str]:
+    """What GRPO's reward and environment read from a row: its ground truth, a reasoning-gym row's task_ref (its own
+    checker), and the columns the run's task names (`Task.row_columns`: a verifiers task's index, OpenEnv's resets)."""
+    wanted = ("task_ref", *(task.row_columns if task is not None else ()))
+    return ["prompt", "ground_truth"] + [c for c in dict.fromkeys(wanted) if c in rows.column_names]
 
 
 def build_trainer(
@@ -50,7 +52,7 @@ def build_trainer(
 
     args = args if args is not None else training_arguments(cfg, device, bf16)
     if cfg.algorithm == "grpo":
-        keep = grpo_columns(train_data)
+        keep = grpo_columns(train_data, cfg.task)
         trainer_class = grpo_trainer_class(cfg, spec)
         extra = {"reward_funcs": [reward_fn]}  # already adapted: see rewards.to_trl_reward
         if cfg.dynamic_sampling != "off":
