@@ -86,7 +86,8 @@ class PlainAnswer:
     outputs = "results.json, report.md, plots, models and logs"
 
     def __init__(self, recipe: Recipe) -> None:
-        self.recipe, self.details = recipe, {}
+        self.recipe = recipe
+        self.details: dict[str, list[dict[str, Any]]] = {}
         self.demonstrator = f"forgets the carry {recipe.carry_error:.0%} of the time"
 
     def introduce(self, out: Path) -> str:
