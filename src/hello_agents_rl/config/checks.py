@@ -88,11 +88,9 @@ def task_class_of(dataset: Any) -> Any:
 
 def is_task_object(value: Any) -> bool:
     """A Task class or object given in Python as `dataset`."""
-    import inspect
+    from hello_agents_rl.tasks import is_task_object as task_object
 
-    from hello_agents_rl.tasks import Task
-
-    return isinstance(value, Task) or (inspect.isclass(value) and issubclass(value, Task))
+    return task_object(value)
 
 
 def check_task_ref(ref: str, key: str) -> None:

@@ -25,9 +25,9 @@ from pydantic import BaseModel
 
 from hello_agents_rl.config.base import PathRole, SectionOf
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.imports import IMPORT_STRING
 from hello_agents_rl.paths import looks_like_local_path
 from hello_agents_rl.rollouts.tool_registry import BUILTIN_TOOLS
+from hello_agents_rl.tasks import imports_a_task
 from hello_agents_rl.tasks.reasoning_gym import is_task_name
 from hello_agents_rl.workflows.actions import ACTIONS
 
@@ -174,7 +174,7 @@ class Guard:
                     if not (isinstance(tool, str) and tool in BUILTIN_TOOLS):
                         raise ConfigError(f"`{label}`: {tool!r} is not a built-in tool ({', '.join(BUILTIN_TOOLS)}); "
                                           "importing code needs a server started with --trust-remote-code")
-            elif key == "dataset" and isinstance(value, str) and names_own_task(value):
+            elif key == "dataset" and isinstance(value, str) and imports_a_task(value):
                 raise ConfigError(f"`{name}`: {value!r} imports a Task class of your own; start the server with "
                                   "--trust-remote-code to allow it")
             elif key == "environment" and value is not None:
@@ -182,11 +182,6 @@ class Guard:
                                   "--trust-remote-code to allow it")
             elif isinstance(value, (dict, list)):
                 self._code(value, name)
-
-
-def names_own_task(dataset: str) -> bool:
-    """A `dataset` that imports the user's Task class ('my_module:MyTask'): code, as `tools` and `environment`."""
-    return bool(IMPORT_STRING.fullmatch(dataset)) and not is_task_name(dataset) and not looks_like_local_path(dataset)
 
 
 def _is_local(kind: str, value: str) -> bool:

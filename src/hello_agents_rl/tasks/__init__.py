@@ -25,14 +25,22 @@ from hello_agents_rl.tasks.reasoning_gym import TASK_PREFIX, ReasoningGym
 BUILT_IN: dict[str, type[Task]] = {task.name: task for task in (Gsm8k, Arithmetic, Multiplication, Lookups)}
 
 
+def is_task_object(dataset: Any) -> bool:
+    """A Task class or object, given in Python."""
+    return isinstance(dataset, Task) or (inspect.isclass(dataset) and issubclass(dataset, Task))
+
+
+def imports_a_task(dataset: str) -> bool:
+    """A `dataset` string that imports the user's own Task class ('my_module:MyTask'): code, as tools are."""
+    return (IMPORT_STRING.fullmatch(dataset) is not None and not dataset.startswith(TASK_PREFIX)
+            and not looks_like_local_path(dataset))
+
+
 def names_a_task(dataset: Any) -> bool:
     """Whether `dataset` names a task (as opposed to a file of rows or a datasets.Dataset)."""
-    if isinstance(dataset, Task) or (inspect.isclass(dataset) and issubclass(dataset, Task)):
-        return True
     if not isinstance(dataset, str):
-        return False
-    return (dataset in BUILT_IN or dataset.startswith(TASK_PREFIX)
-            or (IMPORT_STRING.fullmatch(dataset) is not None and not looks_like_local_path(dataset)))
+        return is_task_object(dataset)
+    return dataset in BUILT_IN or dataset.startswith(TASK_PREFIX) or imports_a_task(dataset)
 
 
 def task_class(dataset: Any) -> type[Task] | None:
@@ -70,4 +78,5 @@ def task_for(dataset: Any, dataset_config: dict[str, Any] | None = None, dataset
     return cls(dataset_config, dataset_path)
 
 
-__all__ = ["BUILT_IN", "Task", "TaskConfig", "build_messages", "names_a_task", "task_class", "task_for"]
+__all__ = ["BUILT_IN", "Task", "TaskConfig", "build_messages", "imports_a_task", "is_task_object", "names_a_task",
+           "task_class", "task_for"]

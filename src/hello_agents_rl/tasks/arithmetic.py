@@ -8,9 +8,7 @@ what lets the demo show RL improving on imperfect demonstrations.
 from __future__ import annotations
 
 import random
-from typing import Any, ClassVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from hello_agents_rl.tasks.base import Task, TaskConfig, share, subsample
 from hello_agents_rl.tasks.formatting import build_messages
@@ -72,7 +70,7 @@ class Arithmetic(Task):
     """`dataset: arithmetic`: "What is A + B?", a plain answer; the demonstrator may forget the carry."""
 
     name = "arithmetic"
-    Config: ClassVar[type[BaseModel]] = AdditionConfig
+    Config = AdditionConfig
     demonstrator = "forgets the carry"
 
     def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = None) -> Any:

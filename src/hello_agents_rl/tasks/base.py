@@ -71,7 +71,7 @@ class Task:
     name: ClassVar[str] = ""  # the `dataset` value that names it
     splits: ClassVar[tuple[str, ...]] = SPLITS
     Config: ClassVar[type[BaseModel]] = TaskConfig  # its `dataset_config`
-    system_prompt: ClassVar[str | None] = None
+    system_prompt: str | None = None  # a class's default; a task built from arguments (OpenEnv) sets its own
     max_tool_turns: ClassVar[int | None] = None  # None: the run's own (a plain-answer task has no tool rounds)
     own_checker: ClassVar[bool] = False  # its answers are judged by the task itself, never by `answer_checker`
     demonstrator: ClassVar[str] = ""  # what its demonstrator does, as the demos say it ("" where it has none)
@@ -116,8 +116,13 @@ class Task:
         """Text a small model's tokenizer built for this task should merge on (its names, its sentences)."""
         return ()
 
-    def described(self) -> str:
-        return self.name or f"{type(self).__module__}:{type(self).__qualname__}"
+
+HELD_OUT_EVERY = 5  # a task that holds out a share of its own items: every 5th is the test split's
+
+
+def in_split(index: int, split: str, every: int = HELD_OUT_EVERY) -> bool:
+    """Whether item `index` of a task's own list belongs to `split` (every `every`-th is held out for test)."""
+    return (index % every == 0) == (split == "test")
 
 
 def subsample(rows: Any, count: int | None, seed: int) -> Any:

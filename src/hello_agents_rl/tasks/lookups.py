@@ -231,11 +231,13 @@ def _last_number(text: str) -> int:
 
 
 def make_dataset(split: str = "train", num_samples: int | None = None, seed: int = 42,
-                 params: dict[str, Any] | None = None, system_prompt: str | None = SYSTEM_PROMPT) -> Any:
-    """Rows of prompt, completion (the demonstrator's), ground_truth and question; None = the test split's set."""
+                 params: dict[str, Any] | LookupConfig | None = None, system_prompt: str | None = SYSTEM_PROMPT
+                 ) -> Any:
+    """Rows of prompt, completion (the demonstrator's), ground_truth and question; None = the test split's set.
+    `params`: the task's dataset_config, or the LookupConfig it was validated into."""
     from datasets import Dataset
 
-    config = validated(LookupConfig, "lookups", params or {})
+    config = params if isinstance(params, LookupConfig) else validated(LookupConfig, "lookups", params or {})
     rng = random.Random(seed + 1)
     rows: dict[str, list] = {"prompt": [], "completion": [], "ground_truth": [], "question": [], "chain_length": []}
     for question in questions(split, config, num_samples, seed):
@@ -288,10 +290,9 @@ class Lookups(Task):
     def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = SYSTEM_PROMPT
              ) -> Any:
         """train: N seeded draws; test: the fixed held-out set, `count` of it by a seeded shuffle."""
-        params = self.config.model_dump()
         if split == "train":
-            return make_dataset(split, count, seed, params, system_prompt)
-        return subsample(make_dataset(split, None, seed, params, system_prompt), count, seed)
+            return make_dataset(split, count, seed, self.config, system_prompt)
+        return subsample(make_dataset(split, None, seed, self.config, system_prompt), count, seed)
 
     def tools(self) -> list[Any]:
         return [name if name == "calculator" else f"{__name__}:{name}" for name in tool_names(self.config)]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any, ClassVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from hello_agents_rl.tasks.base import Task, TaskConfig, share
 from hello_agents_rl.tasks.formatting import build_messages
@@ -85,7 +83,7 @@ class Multiplication(Task):
     """`dataset: multiplication`: the tool-use task, answered with the calculator."""
 
     name = "multiplication"
-    Config: ClassVar[type[BaseModel]] = MultiplicationConfig
+    Config = MultiplicationConfig
     max_tool_turns = 2  # a call, then the answer
     demonstrator = "calls the calculator only part of the time"
 

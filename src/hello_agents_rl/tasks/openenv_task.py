@@ -20,10 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.tasks.base import Task, subsample
+from hello_agents_rl.tasks.base import HELD_OUT_EVERY, Task, in_split, subsample
 from hello_agents_rl.tasks.formatting import build_messages
-
-HELD_OUT_EVERY = 5  # every 5th episode is the test split's
 
 
 def _tool_name(action: Any) -> str:
@@ -111,12 +109,9 @@ class OpenEnvTask(Task):
         if not resets or not all(isinstance(r, dict) for r in resets):
             raise ConfigError("`dataset`: `resets` is a list of the keyword arguments of reset, one per episode")
         self._environment = openenv_environment(environment, actions)
-        self.prompt, self.resets, self.own_prompt = prompt, resets, system_prompt
+        self.prompt, self.resets, self.system_prompt = prompt, resets, system_prompt
         self.row_columns = tuple(sorted({key for reset in resets for key in reset}))  # what reset(**row) takes
         self.held_out_every = held_out_every
-
-    def described(self) -> str:
-        return f"openenv:{self._environment.__name__}"
 
     def environment(self) -> type:
         return self._environment
@@ -124,10 +119,10 @@ class OpenEnvTask(Task):
     def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = None) -> Any:
         from datasets import Dataset
 
-        chosen = [r for i, r in enumerate(self.resets) if (i % self.held_out_every == 0) == (split == "test")]
+        chosen = [r for i, r in enumerate(self.resets) if in_split(i, split, self.held_out_every)]
         keys = self.row_columns
         rows: dict[str, list[Any]] = {
-            "prompt": [build_messages(self.prompt, system_prompt or self.own_prompt) for _ in chosen],
+            "prompt": [build_messages(self.prompt, system_prompt or self.system_prompt) for _ in chosen],
             "completion": [[] for _ in chosen], "ground_truth": ["" for _ in chosen],
             "question": [self.prompt for _ in chosen], **{key: [r.get(key) for r in chosen] for key in keys}}
         return subsample(Dataset.from_dict(rows), count, seed)

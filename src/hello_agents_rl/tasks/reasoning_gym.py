@@ -147,6 +147,3 @@ class ReasoningGym(Task):
             rows["ground_truth"].append("" if answer is None else str(answer))
             rows["task_ref"].append(ref)
         return subsample(Dataset.from_dict(rows), count, seed)
-
-    def described(self) -> str:
-        return self.dataset

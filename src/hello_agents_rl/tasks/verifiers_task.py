@@ -18,9 +18,7 @@ import json
 from typing import Any
 
 from hello_agents_rl.errors import ConfigError
-from hello_agents_rl.tasks.base import Task
-
-HELD_OUT_EVERY = 5  # every 5th task of the taskset is the test split's
+from hello_agents_rl.tasks.base import HELD_OUT_EVERY, Task, in_split, subsample
 
 
 class VerifiersTask(Task):
@@ -44,17 +42,12 @@ class VerifiersTask(Task):
                               "sandbox or a judge model) and cannot be scored offline; give them a default runtime "
                               "of None, or train with rewards that read the trace alone")
 
-    def described(self) -> str:
-        return f"verifiers:{type(self.taskset).__name__}"
-
     def rows(self, split: str, count: int | None = None, seed: int = 42, system_prompt: str | None = None) -> Any:
         """Each task once (the test split every `held_out_every`-th task, training the rest); `count` by a seeded
         shuffle. `task_index` tells the reward which task a row is."""
         from datasets import Dataset
 
-        from hello_agents_rl.tasks.base import subsample
-
-        chosen = [i for i in range(len(self.tasks)) if (i % self.held_out_every == 0) == (split == "test")]
+        chosen = [i for i in range(len(self.tasks)) if in_split(i, split, self.held_out_every)]
         rows: dict[str, list[Any]] = {"prompt": [], "completion": [], "ground_truth": [], "question": [],
                                       "task_index": []}
         for index in chosen:

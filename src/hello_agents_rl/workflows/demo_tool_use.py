@@ -22,7 +22,7 @@ from typing import Any
 from hello_agents_rl.errors import ConfigError
 from hello_agents_rl.evaluation.stats import paired_gain
 from hello_agents_rl.models.packaged import smollm2_gguf
-from hello_agents_rl.tasks import Task, task_for
+from hello_agents_rl.tasks import Task, task_class, task_for
 from hello_agents_rl.tasks.lookups import Lookups
 from hello_agents_rl.tasks.multiplication import Multiplication
 from hello_agents_rl.workflows import actions
@@ -62,11 +62,11 @@ class Recipe:
 
     def task_of(self) -> Task:
         """The recipe's task: its `task_config`, and the recipe's fields its schema names (the demonstrator's)."""
-        named = task_for(self.task)
-        if named is None:
+        cls = task_class(self.task)
+        if cls is None:
             raise ConfigError(f"`task`: {self.task!r} names no task; give a demo's name or 'my_module:MyTask'")
-        schema = type(named).Config.model_fields
-        task = task_for(self.task, {**{k: v for k, v in asdict(self).items() if k in schema}, **self.task_config})
+        own = {k: v for k, v in asdict(self).items() if k in cls.Config.model_fields}
+        task = task_for(self.task, {**own, **self.task_config})
         assert task is not None
         return task
 
